@@ -1,0 +1,120 @@
+"""Message helpers: roles, text access, units and turns.
+
+A *unit* is the smallest slice of a conversation that can be dropped without breaking
+OpenAI's ordering rules: a single message, or an assistant message carrying `tool_calls`
+(or a legacy `function_call`) together with every `tool` (or `function`) message that
+answers it. Curators that drop history drop whole units, so they can never orphan a
+tool result or leave a call unanswered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Message = Mapping[str, Any]
+
+SUMMARY_PREFIX = "[Summary of earlier conversation"
+"""Every summary message a summarizer inserts starts with this text (see invariants)."""
+
+
+def role(msg: Message) -> str:
+    value = msg.get("role")
+    return value if isinstance(value, str) else ""
+
+
+def call_ids(msg: Message) -> tuple[str, ...]:
+    """Ids of the tool calls an assistant message makes (empty for other messages)."""
+    calls = msg.get("tool_calls")
+    if not isinstance(calls, list):
+        return ()
+    return tuple(c["id"] for c in calls if isinstance(c, Mapping) and isinstance(c.get("id"), str))
+
+
+def opens_block(msg: Message) -> bool:
+    """True for an assistant message that expects tool or function results after it."""
+    if role(msg) != "assistant":
+        return False
+    calls = msg.get("tool_calls")
+    return bool(isinstance(calls, list) and calls) or bool(msg.get("function_call"))
+
+
+def is_result(msg: Message) -> bool:
+    return role(msg) in ("tool", "function")
+
+
+def tool_names(msg: Message) -> dict[str, str]:
+    """Map call id -> function name for an assistant `tool_calls` message."""
+    names: dict[str, str] = {}
+    calls = msg.get("tool_calls")
+    if isinstance(calls, list):
+        for call in calls:
+            if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+                fn = call.get("function")
+                name = fn.get("name") if isinstance(fn, Mapping) else None
+                names[call["id"]] = name if isinstance(name, str) else ""
+    return names
+
+
+def text_of(msg: Message) -> str:
+    """The text a message carries: its string content, or its text parts joined."""
+    content = msg.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            p.get("text", "")
+            for p in content
+            if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def has_text_content(msg: Message) -> bool:
+    """True when the content is a plain string, the only shape curators shorten in place."""
+    return isinstance(msg.get("content"), str)
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A half-open index range [start, stop) of messages that stand or fall together."""
+
+    start: int
+    stop: int
+
+    def indexes(self) -> range:
+        return range(self.start, self.stop)
+
+
+def units(messages: Sequence[Message]) -> list[Unit]:
+    """Split a conversation into units (see the module docstring).
+
+    Results that follow a block belong to it even when their ids do not match; the
+    coherence curator, not this function, decides what is an orphan.
+    """
+    out: list[Unit] = []
+    i, n = 0, len(messages)
+    while i < n:
+        j = i + 1
+        if opens_block(messages[i]):
+            while j < n and is_result(messages[j]):
+                j += 1
+        out.append(Unit(i, j))
+        i = j
+    return out
+
+
+def turn_starts(messages: Sequence[Message]) -> list[int]:
+    """Indexes where a turn starts: each user message (and 0 if history starts otherwise)."""
+    starts = [i for i, m in enumerate(messages) if role(m) == "user"]
+    if messages and (not starts or starts[0] != 0):
+        starts.insert(0, 0)
+    return starts
+
+
+def iter_turns(messages: Sequence[Message]) -> Iterator[range]:
+    starts = turn_starts(messages)
+    for k, start in enumerate(starts):
+        stop = starts[k + 1] if k + 1 < len(starts) else len(messages)
+        yield range(start, stop)

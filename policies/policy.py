@@ -1,0 +1,90 @@
+"""A named policy: window and reserve settings, pins, overflow handling and its chain."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from policies.base import CurationContext, PinSpec
+from policies.chain import Chain, CurationResult
+from policies.messages import Message
+from policies.tokens import TokenCounter
+
+DEFAULT_OUTPUT_RESERVE = 4096
+OnOverflow = Literal["truncate", "reject", "forward"]
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """How the message budget for one request was derived (shown by `curator simulate`)."""
+
+    context_window: int
+    reserve_output: int
+    tools: int
+    messages: int
+    """Tokens the messages may use, reply priming included."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    name: str
+    chain: Chain = field(default_factory=Chain)
+    context_window: int | None = None
+    """None = auto: the `models:` section, then the built-in table, then 128000."""
+    reserve_output_tokens: int | None = None
+    """None = auto: the request's max_completion_tokens / max_tokens, else 4096."""
+    on_overflow: OnOverflow = "truncate"
+    pins: PinSpec = field(default_factory=PinSpec)
+
+    def budget(self, body: Mapping[str, Any], counter: TokenCounter) -> Budget:
+        model = str(body.get("model") or "")
+        info = counter.models.lookup(model)
+        window = self.context_window or info.context_window
+        reserve = self.reserve_output_tokens
+        if reserve is None:
+            reserve = _requested_output(body)
+        limit = window - reserve
+        if info.max_input_tokens is not None and self.context_window is None:
+            limit = min(limit, info.max_input_tokens)
+        tools = _tool_list(body)
+        tools_tokens = counter.count_tools(tools, model) if tools else 0
+        return Budget(window, reserve, tools_tokens, max(0, limit - tools_tokens))
+
+    def context(self, body: Mapping[str, Any], counter: TokenCounter) -> CurationContext:
+        return CurationContext(
+            model=str(body.get("model") or ""),
+            counter=counter,
+            budget=self.budget(body, counter).messages,
+            pins=self.pins,
+            on_overflow=self.on_overflow,
+        )
+
+    def curate(
+        self,
+        messages: Sequence[Message],
+        body: Mapping[str, Any],
+        counter: TokenCounter,
+        *,
+        check: bool = False,
+    ) -> CurationResult:
+        """Run the chain on `messages` for the request `body` (model, tools, max_tokens)."""
+        return self.chain.run(messages, self.context(body, counter), check=check)
+
+
+def _requested_output(body: Mapping[str, Any]) -> int:
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return DEFAULT_OUTPUT_RESERVE
+
+
+def _tool_list(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        return [t for t in tools if isinstance(t, Mapping)]
+    functions = body.get("functions")  # legacy: a bare list of function definitions
+    if isinstance(functions, list):
+        return [{"type": "function", "function": f} for f in functions if isinstance(f, Mapping)]
+    return []

@@ -1,0 +1,1 @@
+"""context-curator's HTTP edge: config, routing, forwarding, curation hook, CLI."""
