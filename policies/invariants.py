@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from policies.base import CurationContext
 
 IDENTITY_KEYS = ("role", "name", "tool_call_id")
+REPAIRABLE_KEYS = frozenset({"content", "tool_calls", "function_call"})
 
 
 def ordering_errors(messages: Sequence[Message]) -> list[str]:
@@ -26,9 +27,11 @@ def ordering_errors(messages: Sequence[Message]) -> list[str]:
         r = role(msg)
         if r == "tool":
             tid = msg.get("tool_call_id")
-            if tid not in pending:
+            # A non-string id (even an unhashable one) answers nothing; it must not raise.
+            if not isinstance(tid, str) or tid not in pending:
                 errors.append(f"messages[{i}]: tool result {tid!r} answers no pending call")
-            pending.discard(tid)
+            else:
+                pending.discard(tid)
             continue
         if r == "function":
             if not function_pending:
@@ -38,6 +41,8 @@ def ordering_errors(messages: Sequence[Message]) -> list[str]:
         if pending:
             errors.append(f"messages[{i}]: calls {sorted(pending)} are unanswered")
             pending = set()
+        if function_pending:
+            errors.append(f"messages[{i}]: function_call is unanswered")
         function_pending = False
         if r == "assistant":
             errors.extend(_assistant_errors(i, msg))
@@ -45,6 +50,8 @@ def ordering_errors(messages: Sequence[Message]) -> list[str]:
             function_pending = bool(msg.get("function_call"))
     if pending:
         errors.append(f"end: calls {sorted(pending)} are unanswered")
+    if function_pending:
+        errors.append("end: function_call is unanswered")
     return errors
 
 
@@ -64,12 +71,16 @@ def derives_from(curated: Message, original: Message) -> bool:
         return True
     if any(curated.get(k) != original.get(k) for k in IDENTITY_KEYS):
         return False
-    if set(curated) - {"content", "tool_calls"} != set(original) - {"content", "tool_calls"}:
+    if set(curated) - REPAIRABLE_KEYS != set(original) - REPAIRABLE_KEYS:
         return False
-    if any(curated[k] != original[k] for k in curated if k not in ("content", "tool_calls")):
+    if any(curated[k] != original[k] for k in curated if k not in REPAIRABLE_KEYS):
+        return False
+    # Coherence repair removes unanswered calls: some or all of `tool_calls` (then the key
+    # goes, as `tool_calls: []` is invalid), or the whole legacy `function_call`.
+    if "function_call" in curated and curated["function_call"] != original.get("function_call"):
         return False
     if curated.get("tool_calls") != original.get("tool_calls"):
-        kept = curated.get("tool_calls")
+        kept = curated.get("tool_calls", [])
         before = original.get("tool_calls")
         if not isinstance(kept, list) or not isinstance(before, list):
             return False
@@ -87,8 +98,27 @@ def _content_shortened(after: object, before: object) -> bool:
             return True
         text = before if isinstance(before, str) else ""
         k = min(32, len(after), len(text))
-        return k > 0 and (after[:k] == text[:k] or after[-k:] == text[-k:])
+        if k > 0 and (after[:k] == text[:k] or after[-k:] == text[-k:]):
+            return True
+        return _kept_around_placeholder(after, text)
     return isinstance(after, list) and isinstance(before, list) and len(after) <= len(before)
+
+
+def _kept_around_placeholder(after: str, text: str) -> bool:
+    """True for `prefix + placeholder + suffix` of `text`, however short the kept ends are."""
+    p = _common_prefix(after, text)
+    s = _common_prefix(after[p:][::-1], text[p:][::-1])
+    middle = after[p : len(after) - s]
+    return "[" in middle or "]" in middle
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def is_summary(msg: Message) -> bool:
@@ -105,20 +135,25 @@ def check(
 ) -> list[str]:
     """Every way `curated` breaks the contract relative to `original` (empty when fine)."""
     errors: list[str] = []
-    if not ordering_errors(original):
+    original_valid = not ordering_errors(original)
+    if original_valid:
         errors.extend(ordering_errors(curated))
-    mapping = _match(original, curated)
+    pinned = ctx.pinned(original)
+    # Repairing an invalid list may have to fix its last unit too, so the rule that the
+    # last unit is kept applies to valid input only.
+    last = units(original)[-1].indexes() if original and original_valid else range(0)
+    mapping = _match_keeping(original, curated, pinned, pinned | frozenset(last))
+    if mapping is None:
+        mapping = _match(original, curated)
     if mapping is None:
         return [*errors, "curated messages are not an ordered derivation of the original"]
     matched = {o: c for c, o in mapping.items()}
-    for i in sorted(ctx.pinned(original)):
+    for i in sorted(pinned):
         if i not in matched or curated[matched[i]] != original[i]:
             errors.append(f"pinned message {i} was not kept verbatim")
-    if original:
-        last = units(original)[-1]
-        missing = [i for i in last.indexes() if i not in matched]
-        if missing:
-            errors.append(f"last unit messages {missing} were dropped")
+    missing = [i for i in last if i not in matched]
+    if missing:
+        errors.append(f"last unit messages {missing} were dropped")
     if budget is not None:
         used = ctx.counter.count_messages(curated, ctx.model)
         if used > budget:
@@ -134,11 +169,57 @@ def assert_ok(
         raise AssertionError(f"{step} broke the curator contract: " + "; ".join(errors))
 
 
+def _match_keeping(
+    original: Sequence[Message],
+    curated: Sequence[Message],
+    pinned: frozenset[int],
+    required: frozenset[int],
+) -> dict[int, int] | None:
+    """An in-order mapping (curated -> original index) that matches every `required`
+    original, pins verbatim; None if there is none.
+
+    Greedy matching cannot decide this: with two identical "continue" messages of which
+    only the newer was kept, the earliest candidate is the wrong one. So this is a small
+    dynamic program: ok[i][j] = curated[i:] maps into original[j:] keeping what must be.
+    """
+    n, m = len(curated), len(original)
+    inserted = [is_summary(c) and c not in original for c in curated]
+    ok = [[False] * (m + 1) for _ in range(n + 1)]
+    ok[n][m] = True
+    for j in range(m - 1, -1, -1):
+        ok[n][j] = ok[n][j + 1] and j not in required
+    for i in range(n - 1, -1, -1):
+        for j in range(m, -1, -1):
+            if inserted[i]:
+                ok[i][j] = ok[i + 1][j]
+            elif j < m:
+                skip = j not in required and ok[i][j + 1]
+                ok[i][j] = skip or (ok[i + 1][j + 1] and _fits(curated[i], original[j], pinned, j))
+    if not ok[0][0]:
+        return None
+    mapping: dict[int, int] = {}
+    i = j = 0
+    while i < n:
+        if inserted[i]:
+            i += 1
+        elif ok[i + 1][j + 1] and _fits(curated[i], original[j], pinned, j):
+            mapping[i] = j
+            i, j = i + 1, j + 1
+        else:
+            j += 1
+    return mapping
+
+
+def _fits(curated: Message, original: Message, pinned: frozenset[int], j: int) -> bool:
+    return curated == original if j in pinned else derives_from(curated, original)
+
+
 def _match(original: Sequence[Message], curated: Sequence[Message]) -> dict[int, int] | None:
     """Map curated index -> original index, in order; None if impossible.
 
-    Greedy is enough: identical messages are interchangeable, and a shortened message keeps
-    its role/name/tool_call_id, so the earliest candidate never blocks a later match.
+    Greedy is enough to find *a* mapping (a shortened message keeps its identity keys, so
+    the earliest candidate never blocks a later match); `_match_keeping` finds the one
+    that keeps pins and the last unit when it exists, and this one names what is missing.
     """
     mapping: dict[int, int] = {}
     j = 0

@@ -1,0 +1,28 @@
+"""The curator registry: the YAML name of each curator -> its class.
+
+The policy loader builds chains through this mapping, so a curator becomes usable in
+YAML by being listed here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+
+from policies.base import Curator
+from policies.budget import TokenBudget
+from policies.coherence import ToolPairCoherence
+from policies.system import SystemPreservation
+from policies.tool_results import ToolResultTruncation
+from policies.turns import TurnWindow
+
+_CLASSES: tuple[type[Curator], ...] = (
+    SystemPreservation,
+    ToolPairCoherence,
+    ToolResultTruncation,
+    TurnWindow,
+    TokenBudget,
+)
+
+CURATORS: Mapping[str, type[Curator]] = types.MappingProxyType({c.name: c for c in _CLASSES})
+"""YAML name -> curator class, read-only."""

@@ -1,0 +1,106 @@
+"""Builders for chat messages and curation contexts, so tests read like conversations."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from policies.base import CurationContext, PinSpec
+from policies.tokens import TokenCounter
+
+Msg = dict[str, Any]
+OnOverflow = Literal["truncate", "reject", "forward"]
+
+
+@functools.lru_cache(maxsize=1)
+def counter() -> TokenCounter:
+    """One counter per test process: loading a BPE encoding takes a while."""
+    return TokenCounter()
+
+
+def ctx(
+    budget: int = 100_000,
+    model: str = "gpt-4o",
+    pins: PinSpec | None = None,
+    on_overflow: OnOverflow = "truncate",
+) -> CurationContext:
+    return CurationContext(
+        model=model,
+        counter=counter(),
+        budget=budget,
+        pins=pins if pins is not None else PinSpec(),
+        on_overflow=on_overflow,
+    )
+
+
+def tokens(messages: list[Msg] | list[Mapping[str, Any]], model: str = "gpt-4o") -> int:
+    """Prompt tokens of a message list, reply priming included."""
+    return counter().count_messages(messages, model)
+
+
+def text_tokens(text: str, model: str = "gpt-4o") -> int:
+    return counter().count_text(text, model)
+
+
+def long_text(n_words: int, word: str = "lorem") -> str:
+    """Deterministic filler text whose numbered words keep every slice distinct."""
+    return " ".join(f"{word}{i}" for i in range(n_words))
+
+
+def system(content: str = "You are a helpful assistant.") -> Msg:
+    return {"role": "system", "content": content}
+
+
+def developer(content: str = "Answer tersely.") -> Msg:
+    return {"role": "developer", "content": content}
+
+
+def user(content: str | list[Msg] = "Hello!", name: str | None = None) -> Msg:
+    msg: Msg = {"role": "user", "content": content}
+    if name is not None:
+        msg["name"] = name
+    return msg
+
+
+def assistant(content: str | None = "Sure.") -> Msg:
+    return {"role": "assistant", "content": content}
+
+
+def call(id: str, name: str = "search", args: Mapping[str, Any] | None = None) -> Msg:
+    arguments = json.dumps(dict(args) if args is not None else {"q": id})
+    return {"id": id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def assistant_calls(*calls: Msg | str, content: str | None = None) -> Msg:
+    """An assistant message making tool calls; a bare string is a call id to `search`."""
+    built = [call(c) if isinstance(c, str) else c for c in calls]
+    return {"role": "assistant", "content": content, "tool_calls": built}
+
+
+def tool_result(id: str, content: str | list[Msg] = "result") -> Msg:
+    return {"role": "tool", "tool_call_id": id, "content": content}
+
+
+def function_call(
+    name: str = "lookup", args: Mapping[str, Any] | None = None, content: str | None = None
+) -> Msg:
+    arguments = json.dumps(dict(args) if args is not None else {})
+    return {
+        "role": "assistant",
+        "content": content,
+        "function_call": {"name": name, "arguments": arguments},
+    }
+
+
+def function_result(name: str = "lookup", content: str = "42") -> Msg:
+    return {"role": "function", "name": name, "content": content}
+
+
+def text_part(text: str = "What is in this picture?") -> Msg:
+    return {"type": "text", "text": text}
+
+
+def image_part(url: str = "https://example.com/cat.png", detail: str = "low") -> Msg:
+    return {"type": "image_url", "image_url": {"url": url, "detail": detail}}
