@@ -1,14 +1,30 @@
-"""Config YAML -> frozen dataclasses. All validation happens at load (see `load_config`)."""
+"""Config YAML -> frozen dataclasses. All validation happens at load (see `load_config`).
+
+Every problem is collected as `file:line: key.path: problem` and raised once, so an operator
+fixes a config in one pass. Each top-level section has a parser in `SECTIONS`; a new section
+is one more entry there.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+import types
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from policies.models import ModelTable
+from policies import validate as v
+from policies.errors import ConfigError, Problem
+from policies.loader import Registry, load_preset, policy_from_spec
+from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
+from policies.validate import Problems, Reader, describe, suggest
+from policies.yamlsrc import KeyPath, parse_file
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
+DEFAULTS_SOURCE = "<defaults>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +55,10 @@ class RouteMatch:
     headers: tuple[tuple[str, str], ...] = ()
     """(lower-cased header name, glob on its value); all must match."""
 
+    @property
+    def matches_all(self) -> bool:
+        return self.path is None and self.model is None and not self.headers
+
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -58,3 +78,252 @@ class Config:
     policies: Mapping[str, Policy]
     routes: tuple[Route, ...]
     models: ModelTable = field(default_factory=ModelTable)
+
+
+def load_config(
+    path: str | os.PathLike[str],
+    *,
+    environ: Mapping[str, str] | None = None,
+    registry: Registry | None = None,
+) -> Config:
+    """Load and validate a config file; `${VAR}` values come from `environ` (os.environ)."""
+    file = Path(path)
+    env = os.environ if environ is None else environ
+    located = parse_file(file, env=env)
+    problems = Problems(str(file), located.lines)
+    problems.extend(located.problems)
+    build = _Build(Reader(problems), file.parent, env, registry)
+    data = build.read.mapping(located.data, (), SECTIONS)
+    if data is None:
+        raise ConfigError(problems.items)
+    for section, parser in SECTIONS.items():
+        if data.get(section) is not None:
+            parser(build, data[section], (section,))
+        elif section in REQUIRED:
+            build.problems.add((), f"missing required section {section!r}")
+    problems.raise_if_any()
+    return build.config(str(file))
+
+
+def default_config(
+    environ: Mapping[str, str] | None = None, *, registry: Registry | None = None
+) -> Config:
+    """Built-in defaults: one route to $CURATOR_UPSTREAM (or OpenAI) with the default preset.
+
+    No api_key: the client's own Authorization header is passed through.
+    """
+    env = os.environ if environ is None else environ
+    base_url = env.get("CURATOR_UPSTREAM") or DEFAULT_UPSTREAM
+    error = _base_url(base_url)
+    if error is not None:
+        raise ConfigError([Problem("$CURATOR_UPSTREAM", None, "", f"{error}, got {base_url!r}")])
+    upstream = UpstreamConfig("default", base_url.rstrip("/"))
+    return Config(
+        source=DEFAULTS_SOURCE,
+        server=ServerConfig(),
+        upstreams=types.MappingProxyType({"default": upstream}),
+        policies=types.MappingProxyType({"default": load_preset("default", registry=registry)}),
+        routes=(Route("default", upstream="default", policy="default"),),
+    )
+
+
+@dataclass(slots=True)
+class _Build:
+    """What one `load_config` call has gathered so far (lives only for that call)."""
+
+    read: Reader
+    base_dir: Path
+    env: Mapping[str, str]
+    registry: Registry | None
+    server: ServerConfig = field(default_factory=ServerConfig)
+    upstreams: dict[str, UpstreamConfig] = field(default_factory=dict)
+    policies: dict[str, Policy] = field(default_factory=dict)
+    models: list[tuple[str, ModelInfo]] = field(default_factory=list)
+    routes: list[Route] = field(default_factory=list)
+    # Names declared even when invalid, so a route naming one gets no second error.
+    declared: dict[str, set[str]] = field(
+        default_factory=lambda: {"upstream": set(), "policy": set()}
+    )
+
+    @property
+    def problems(self) -> Problems:
+        return self.read.problems
+
+    def config(self, source: str) -> Config:
+        return Config(
+            source=source,
+            server=self.server,
+            upstreams=types.MappingProxyType(self.upstreams),
+            policies=types.MappingProxyType(self.policies),
+            routes=tuple(self.routes),
+            models=ModelTable.with_overrides(self.models),
+        )
+
+
+def _base_url(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return "expected an http(s) URL"
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "expected an http(s) URL with a host, e.g. https://api.openai.com/v1"
+    if parts.query or parts.fragment:
+        return "expected a URL without a query or fragment"
+    return None
+
+
+def _server(build: _Build, value: object, path: KeyPath) -> None:
+    data = build.read.mapping(value, path, ("host", "port", "workers"))
+    if data is not None:
+        get, default = build.read.get, ServerConfig()
+        build.server = ServerConfig(
+            host=get(data, "host", path, default.host, v.text),
+            port=get(data, "port", path, default.port, v.int_in(1, 65535)),
+            workers=get(data, "workers", path, default.workers, v.int_in(1)),
+        )
+
+
+UPSTREAM_KEYS = ("base_url", "api_key", "connect_timeout_s", "read_timeout_s")
+
+
+def _upstreams(build: _Build, value: object, path: KeyPath) -> None:
+    for name, item, item_path in build.read.named(value, path):
+        build.declared["upstream"].add(name)
+        data = build.read.mapping(item, item_path, UPSTREAM_KEYS)
+        if data is None:
+            continue
+        build.read.require(data, ("base_url",), item_path)
+        get, default = build.read.get, UpstreamConfig(name, "")
+        connect = get(
+            data, "connect_timeout_s", item_path, default.connect_timeout_s, v.positive_number
+        )
+        read = get(data, "read_timeout_s", item_path, default.read_timeout_s, v.positive_number)
+        build.upstreams[name] = UpstreamConfig(
+            name=name,
+            base_url=get(data, "base_url", item_path, "", _base_url).rstrip("/"),
+            api_key=get(data, "api_key", item_path, None, v.optional_text) or None,
+            connect_timeout_s=float(connect),
+            read_timeout_s=float(read),
+        )
+
+
+MODEL_KEYS = ("context_window", "max_input_tokens", "encoding")
+
+
+def _models(build: _Build, value: object, path: KeyPath) -> None:
+    import tiktoken  # only for the names it knows: listing them downloads nothing
+
+    encodings = sorted(tiktoken.list_encoding_names())
+    for glob, item, item_path in build.read.named(value, path):
+        data = build.read.mapping(item, item_path, MODEL_KEYS)
+        if data is None:
+            continue
+        build.read.require(data, ("context_window",), item_path)
+        window = build.read.get(data, "context_window", item_path, 0, v.int_in(1))
+        max_input = build.read.get(data, "max_input_tokens", item_path, None, v.int_in(1))
+        if max_input is not None and window and max_input > window:
+            message = f"must be <= context_window ({window}), got {max_input}"
+            build.problems.add((*item_path, "max_input_tokens"), message)
+        enc = build.read.get(data, "encoding", item_path, None, v.optional_text)
+        if enc is not None and enc not in encodings:
+            choices = f"one of {', '.join(encodings)}"
+            message = f"expected {choices}, got {describe(enc)}{suggest(enc, encodings)}"
+            build.problems.add((*item_path, "encoding"), message)
+            enc = None
+        build.models.append((glob, ModelInfo(window, max_input, enc)))
+
+
+def _policies(build: _Build, value: object, path: KeyPath) -> None:
+    for name, spec, item_path in build.read.named(value, path):
+        build.declared["policy"].add(name)
+        policy = policy_from_spec(
+            spec,
+            name=name,
+            path=item_path,
+            problems=build.problems,
+            base_dir=build.base_dir,
+            registry=build.registry,
+            env=build.env,
+        )
+        if policy is not None:
+            build.policies[name] = policy
+
+
+def _routes(build: _Build, value: object, path: KeyPath) -> None:
+    if value == []:
+        build.problems.add(path, "at least one route is required")
+        return
+    if not isinstance(value, list):
+        build.problems.add(path, f"expected a list of routes, got {describe(value)}")
+        return
+    first: dict[str, int] = {}
+    catch_all: int | None = None
+    for i, item in enumerate(value):
+        route = _route(build, item, (*path, i))
+        if route is None:
+            continue
+        if route.name in first:
+            message = f"duplicate route name {route.name!r} (also routes[{first[route.name]}])"
+            build.problems.add((*path, i, "name"), message)
+        first.setdefault(route.name, i)
+        if catch_all is not None:
+            message = f"unreachable: routes[{catch_all}] has no match and takes every request"
+            build.problems.add((*path, i), message + "; a route without match must be last")
+        elif route.match.matches_all:
+            catch_all = i
+        build.routes.append(route)
+
+
+ROUTE_KEYS = ("name", "match", "upstream", "policy", "allow_policy_header")
+
+
+def _route(build: _Build, item: object, path: KeyPath) -> Route | None:
+    data = build.read.mapping(item, path, ROUTE_KEYS)
+    if data is None:
+        return None
+    build.read.require(data, ("name", "upstream", "policy"), path)
+    refs = {key: build.read.get(data, key, path, "", v.text) for key in ("upstream", "policy")}
+    for key, ref in refs.items():
+        declared = build.declared[key]
+        if ref and ref not in declared:
+            defined = ", ".join(sorted(declared)) or "none"
+            message = f"unknown {key} {ref!r}{suggest(ref, declared)} (defined: {defined})"
+            build.problems.add((*path, key), message)
+    return Route(
+        name=build.read.get(data, "name", path, f"routes[{path[-1]}]", v.text),
+        upstream=refs["upstream"],
+        policy=refs["policy"],
+        match=_match(build.read, data.get("match"), (*path, "match")),
+        allow_policy_header=build.read.get(data, "allow_policy_header", path, False, v.boolean),
+    )
+
+
+def _match(read: Reader, value: object, path: KeyPath) -> RouteMatch:
+    data = read.mapping(value, path, ("path", "model", "headers")) if value is not None else None
+    if data is None:
+        return RouteMatch()
+    headers: list[tuple[str, str]] = []
+    if "headers" in data:
+        for name, glob, item_path in read.named(data["headers"], (*path, "headers")):
+            if isinstance(glob, str):
+                headers.append((name.lower(), glob))
+            else:
+                read.problems.add(item_path, f"expected a string (a glob), got {describe(glob)}")
+    return RouteMatch(
+        path=read.get(data, "path", path, None, v.text),
+        model=read.get(data, "model", path, None, v.text),
+        headers=tuple(headers),
+    )
+
+
+SECTIONS: Mapping[str, Callable[[_Build, object, KeyPath], None]] = types.MappingProxyType(
+    {
+        "server": _server,
+        "upstreams": _upstreams,
+        "models": _models,
+        # Routes name upstreams and policies, so they are parsed after both.
+        "policies": _policies,
+        "routes": _routes,
+    }
+)
+"""Top-level section -> its parser, in the order they run; a new section is one entry."""
+REQUIRED = frozenset({"routes"})

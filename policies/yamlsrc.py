@@ -1,0 +1,225 @@
+"""YAML that remembers where each key was, so errors can say `file:line: key.path: problem`.
+
+Built on PyYAML's compose API (SafeLoader): the node tree carries marks, and plain data is
+constructed from it while recording the line of every key and list item. Duplicate keys,
+which PyYAML silently resolves as "last wins", are reported instead.
+
+`${VAR}` / `${VAR:-default}` substitution (with `$$` for a literal `$`) runs on scalar values
+after parsing, so environment text can never add YAML structure. A plain (unquoted) scalar
+is re-typed after substitution the way YAML types it (`port: ${PORT:-8080}` is an int,
+`api_key: ${KEY:-}` is null); a quoted one stays a string.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+from policies.errors import ConfigError, Problem
+
+Key = str | int
+KeyPath = tuple[Key, ...]
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_STR_TAG = "tag:yaml.org,2002:str"
+_VAR = re.compile(r"\$(\$|\{([^}]*)\}|\{)")
+_VAR_BODY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
+
+
+def format_path(path: Iterable[Key]) -> str:
+    """`("policies", "agents", "curators", 2)` -> `policies.agents.curators[2]`."""
+    out = ""
+    for key in path:
+        if isinstance(key, int):
+            out += f"[{key}]"
+        else:
+            out += f".{key}" if out else str(key)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """Plain YAML data plus the line of every key path, and problems found while parsing."""
+
+    data: Any
+    file: str
+    lines: Mapping[KeyPath, int]
+    problems: tuple[Problem, ...] = ()
+
+    def line(self, path: KeyPath) -> int | None:
+        return line_of(self.lines, path)
+
+
+def line_of(lines: Mapping[KeyPath, int], path: KeyPath) -> int | None:
+    """The line of `path`, or of its nearest ancestor that has one (a missing key's parent)."""
+    for end in range(len(path), -1, -1):
+        found = lines.get(path[:end])
+        if found is not None:
+            return found
+    return None
+
+
+def parse(text: str, file: str, *, env: Mapping[str, str] | None = None) -> Located:
+    """Parse one YAML document. Syntax errors raise ConfigError; other problems are returned.
+
+    With `env`, `${VAR}` references in scalar values are substituted from it.
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        raise ConfigError([_syntax_problem(file, exc)]) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError([Problem(file, None, "", f"invalid YAML: {exc}")]) from exc
+    finally:
+        loader.dispose()
+    if root is None:
+        return Located(None, file, {(): 1})
+    builder = _Builder(yaml.SafeLoader(""), env)
+    data = builder.build(root, ())
+    problems = [
+        Problem(file, line_of(builder.lines, path), format_path(path), message)
+        for path, message in builder.problems
+    ]
+    return Located(data, file, builder.lines, tuple(problems))
+
+
+def parse_file(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Located:
+    """`parse` a file's text; an unreadable file raises ConfigError naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError([Problem(str(path), None, "", f"cannot read: {reason}")]) from exc
+    except UnicodeDecodeError as exc:
+        message = f"cannot read: not UTF-8 text (byte {exc.start})"
+        raise ConfigError([Problem(str(path), None, "", message)]) from exc
+    return parse(text, str(path), env=env)
+
+
+def _syntax_problem(file: str, exc: yaml.MarkedYAMLError) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    line = mark.line + 1 if mark is not None else None
+    parts = [p for p in (exc.context, exc.problem) if p]
+    return Problem(file, line, "", "invalid YAML: " + (", ".join(parts) or str(exc)))
+
+
+class _Builder:
+    """Turns a composed node tree into plain data, recording lines and problems."""
+
+    def __init__(self, constructor: yaml.SafeLoader, env: Mapping[str, str] | None) -> None:
+        self._constructor = constructor
+        self._env = env
+        self.lines: dict[KeyPath, int] = {}
+        self.problems: list[tuple[KeyPath, str]] = []
+        self._active: set[int] = set()
+
+    def build(self, node: Node, path: KeyPath) -> Any:
+        self.lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, ScalarNode):
+            return self._scalar(node, path)
+        if id(node) in self._active:
+            self.problems.append((path, "recursive alias: a value may not contain itself"))
+            return None
+        self._active.add(id(node))
+        try:
+            if isinstance(node, MappingNode):
+                return self._mapping(node, path)
+            return [self.build(item, (*path, i)) for i, item in enumerate(node.value)]
+        finally:
+            self._active.discard(id(node))
+
+    def _mapping(self, node: MappingNode, path: KeyPath) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:
+                continue
+            key = self._key(key_node, path)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                self.problems.append(
+                    ((*path, key), f"duplicate key {key!r} (first on line {seen[key]})")
+                )
+            seen.setdefault(key, line)
+        try:
+            # Resolves `<<: *anchor` merges; explicit keys win over merged ones.
+            self._constructor.flatten_mapping(node)
+        except yaml.MarkedYAMLError as exc:
+            self.problems.append((path, f"invalid merge: {exc.problem}"))
+        out: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            key = self._key(key_node, path)
+            key_path = (*path, key)
+            self.lines[key_path] = key_node.start_mark.line + 1
+            out[key] = self.build(value_node, key_path)
+        return out
+
+    def _key(self, node: Node, path: KeyPath) -> Any:
+        if not isinstance(node, ScalarNode):
+            self.problems.append((path, "keys must be plain values, not lists or mappings"))
+            kind = "mapping" if isinstance(node, MappingNode) else "list"
+            return f"<{kind} key on line {node.start_mark.line + 1}>"
+        key = self._constructor.construct_object(node, deep=True)
+        # `yes:` or `1.5:` would otherwise become True / 1.5; the text is what the user meant.
+        return key if isinstance(key, str | int) and not isinstance(key, bool) else node.value
+
+    def _scalar(self, node: Node, path: KeyPath) -> Any:
+        try:
+            value = self._constructor.construct_object(node, deep=True)
+        except yaml.MarkedYAMLError as exc:
+            self.problems.append((path, f"invalid value: {exc.problem}"))
+            return None
+        if self._env is None or not isinstance(value, str) or "$" not in value:
+            return value
+        return self._substitute(node, value, path)
+
+    def _substitute(self, node: Node, value: str, path: KeyPath) -> Any:
+        result, missing = substitute(value, self._env or {})
+        for message in missing:
+            self.problems.append((path, message))
+        if missing or not isinstance(node, ScalarNode) or node.style is not None:
+            return result
+        # Only the scalar's type is re-resolved; the text cannot become structure.
+        # types-PyYAML leaves Resolver.resolve untyped; it returns the tag string.
+        tag = self._constructor.resolve(ScalarNode, result, (True, False))  # type: ignore[no-untyped-call]
+        if tag == _STR_TAG:
+            return result
+        return self._constructor.construct_object(ScalarNode(tag, result), deep=True)
+
+
+def substitute(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:
+    """Expand `${VAR}`, `${VAR:-default}` and `$$` in `text`; also return what went wrong."""
+    problems: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(1) == "$":
+            return "$"
+        body = match.group(2)
+        parsed = _VAR_BODY.fullmatch(body) if body is not None else None
+        if parsed is None:
+            problems.append(
+                f"malformed variable reference {match.group(0)!r}: "
+                "expected ${NAME} or ${NAME:-default} (write $$ for a literal $)"
+            )
+            return match.group(0)
+        name, default = parsed.group(1), parsed.group(2)
+        # Shell semantics: `:-` applies to an unset or an empty variable.
+        if env.get(name):
+            return env[name]
+        if default is not None:
+            return default
+        if name in env:
+            return ""
+        problems.append(
+            f"environment variable {name!r} is not set (use ${{{name}:-default}} for a default)"
+        )
+        return match.group(0)
+
+    return _VAR.sub(replace, text), problems

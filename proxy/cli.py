@@ -1,0 +1,209 @@
+"""The `curator` command: `serve` runs the proxy, `check` validates and explains a config.
+
+Each subcommand is a parser entry plus a handler `(args) -> exit code`, so `simulate` and
+`audit` slot in beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from policies.errors import ConfigError
+from policies.policy import Policy
+from proxy.config import Config, Route, default_config, load_config
+
+DEFAULT_CONFIG = "config.yaml"
+log = logging.getLogger("curator.cli")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `curator` console script; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    code: int = args.handler(args)
+    return code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="curator",
+        description="An OpenAI-compatible proxy that curates chat context before forwarding.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve", help="run the proxy")
+    _add_config_arg(serve)
+    serve.add_argument("--host", help="interface to listen on (default: server.host)")
+    serve.add_argument(
+        "--port", type=_bounded(1, 65535), help="port to listen on (default: server.port)"
+    )
+    serve.add_argument(
+        "--workers", type=_bounded(1, None), help="worker processes (default: server.workers)"
+    )
+    serve.set_defaults(handler=_serve)
+    check = commands.add_parser("check", help="validate a config and show its routes and policies")
+    _add_config_arg(check)
+    check.set_defaults(handler=_check)
+    return parser
+
+
+def _add_config_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help=f"config file (default: ./{DEFAULT_CONFIG}, else built-in defaults)",
+    )
+
+
+def _bounded(low: int, high: int | None) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            upper = f" to {high}" if high is not None else " or more"
+            raise argparse.ArgumentTypeError(f"expected {low}{upper}, got {value}")
+        return value
+
+    return parse
+
+
+def _load(config_arg: str | None) -> tuple[Config, str | None]:
+    """The config to use and the file it came from (None for built-in defaults)."""
+    if config_arg is None and not Path(DEFAULT_CONFIG).is_file():
+        config = default_config()
+        upstream = next(iter(config.upstreams.values())).base_url
+        log.info(
+            "no ./%s found: using built-in defaults (upstream %s, policy preset 'default')",
+            DEFAULT_CONFIG,
+            upstream,
+        )
+        return config, None
+    path = config_arg or DEFAULT_CONFIG
+    return load_config(path), path
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
+    try:
+        config, path = _load(args.config)
+    except ConfigError as exc:
+        _print_problems(exc)
+        return 1
+    from proxy.server import serve  # the HTTP stack loads only for `serve`
+
+    serve(config, host=args.host, port=args.port, workers=args.workers, config_path=path)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    try:
+        config, _ = _load(args.config)
+    except ConfigError as exc:
+        _print_problems(exc)
+        return 1
+    print(format_config(config))
+    return 0
+
+
+def _print_problems(exc: ConfigError) -> None:
+    for problem in exc.problems:
+        print(problem, file=sys.stderr)
+    count = len(exc.problems)
+    print(f"{count} problem{'s' if count != 1 else ''} found.", file=sys.stderr)
+
+
+def format_config(config: Config) -> str:
+    """What `curator check` prints: routes, upstreams (never their keys), models, chains."""
+    server = config.server
+    lines = [
+        f"config: {config.source}: OK",
+        f"server: {server.host}:{server.port} ({server.workers} worker(s))",
+        "",
+        "routes (first match wins):",
+    ]
+    for i, route in enumerate(config.routes, 1):
+        lines.extend(_route_lines(i, route, config))
+    if config.models.overrides:
+        lines += ["", "models:"]
+        for glob, info in config.models.overrides:
+            limit = f", max_input_tokens {info.max_input_tokens}" if info.max_input_tokens else ""
+            encoding = info.encoding or "tiktoken's own choice"
+            lines.append(f"  {glob}: context_window {info.context_window}{limit}, {encoding}")
+    lines += ["", "policies:"]
+    for name, policy in config.policies.items():
+        lines.extend(_policy_lines(name, policy))
+    return "\n".join(lines)
+
+
+def _route_lines(number: int, route: Route, config: Config) -> list[str]:
+    match = route.match
+    conditions = [f"path={match.path}"] if match.path is not None else []
+    conditions += [f"model={match.model}"] if match.model is not None else []
+    conditions += [f"header {name}={glob}" for name, glob in match.headers]
+    upstream = config.upstreams[route.upstream]
+    auth = "api_key set" if upstream.api_key else "client's Authorization passed through"
+    header = "allowed" if route.allow_policy_header else "ignored"
+    return [
+        f"  {number}. {route.name}",
+        f"     match: {' '.join(conditions) if conditions else 'everything'}",
+        f"     upstream: {upstream.name} {upstream.base_url} ({auth})",
+        f"     policy: {route.policy} (x-curator-policy header {header})",
+    ]
+
+
+def _policy_lines(name: str, policy: Policy) -> list[str]:
+    def auto(value: int | None) -> str:
+        return "auto" if value is None else str(value)
+
+    pins = ", ".join(sorted(policy.pins.roles)) + (
+        " + first user message" if policy.pins.first_user else ""
+    )
+    lines = [
+        f"  {name}:",
+        f"    context_window: {auto(policy.context_window)}, "
+        f"reserve_output_tokens: {auto(policy.reserve_output_tokens)}, "
+        f"on_overflow: {policy.on_overflow}",
+        f"    pinned: {pins}",
+    ]
+    if not policy.chain.curators:
+        return [*lines, "    curators: none (requests pass through unchanged)"]
+    lines.append("    curators:")
+    for curator in policy.chain.curators:
+        lines.append(f"      - {curator.name}: {_params(curator)}")
+    return lines
+
+
+def _params(curator: object) -> str:
+    """A curator's parameters as YAML flow text, so they can be pasted into a policy."""
+    if not dataclasses.is_dataclass(curator):
+        return "{}"
+    params = {
+        f.name: _plain(getattr(curator, f.name)) for f in dataclasses.fields(curator) if f.init
+    }
+    text: str = yaml.safe_dump(params, default_flow_style=True, sort_keys=False, width=1 << 16)
+    return text.strip()
+
+
+def _plain(value: object) -> object:
+    """Only YAML's own types; anything else (a callable, say) is shown by its repr."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted((_plain(v) for v in value), key=str)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return repr(value)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

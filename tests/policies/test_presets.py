@@ -1,0 +1,117 @@
+"""The shipped presets load with the real curators and curate without breaking the contract."""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import pytest
+
+from policies.base import PinSpec
+from policies.loader import load_preset, preset_names
+from policies.registry import CURATORS
+from policies.tokens import TokenCounter
+from tests import factories as f
+
+PRESETS = ("default", "coding-agent", "chat", "passthrough")
+
+
+def test_exactly_the_documented_presets_ship() -> None:
+    assert preset_names() == tuple(sorted(PRESETS))
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_starts_with_a_comment_saying_who_it_is_for(name: str) -> None:
+    text = resources.files("policies").joinpath("presets", f"{name}.yaml").read_text()
+    header = text.split("\n\n", 1)[0].splitlines()
+    assert header[0].startswith(f'# Preset "{name}"')
+    assert all(line.startswith("#") for line in header)
+    assert "# Who it is for: " in text
+    assert "# Why each setting:" in text
+    # Each curator line in the preset is explained by a comment just above it.
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("- "):
+            assert lines[i - 1].lstrip().startswith("#"), line
+
+
+def params(name: str) -> list[tuple[str, dict[str, Any]]]:
+    chain = load_preset(name).chain
+    return [(c.name, {k: getattr(c, k) for k in c.__dataclass_fields__}) for c in chain.curators]
+
+
+def test_default_preset() -> None:
+    policy = load_preset("default")
+    assert policy.chain.names == (
+        "system_preservation",
+        "tool_result_truncation",
+        "token_budget",
+        "tool_pair_coherence",
+    )
+    truncation = dict(params("default"))["tool_result_truncation"]
+    assert (truncation["max_tokens"], truncation["keep_recent"]) == (2000, 2)
+    assert dict(params("default"))["token_budget"]["max_tokens"] == "auto"
+    assert policy.pins == PinSpec(frozenset({"system", "developer"}), first_user=False)
+    assert (policy.context_window, policy.reserve_output_tokens) == (None, None)
+    assert policy.on_overflow == "truncate"
+
+
+def test_coding_agent_preset_pins_the_task_and_is_cache_friendly() -> None:
+    policy = load_preset("coding-agent")
+    assert policy.pins.first_user is True
+    found = dict(params("coding-agent"))
+    truncation = found["tool_result_truncation"]
+    assert (truncation["max_tokens"], truncation["keep_recent"]) == (1500, 3)
+    assert truncation["head_ratio"] == 0.6
+    assert found["token_budget"]["low_water"] == 0.6
+    assert policy.chain.names[-1] == "tool_pair_coherence"
+
+
+def test_chat_preset_keeps_a_turn_window() -> None:
+    policy = load_preset("chat")
+    assert policy.chain.names == (
+        "system_preservation",
+        "turn_window",
+        "token_budget",
+        "tool_pair_coherence",
+    )
+    assert dict(params("chat"))["turn_window"]["max_turns"] == 40
+
+
+def test_passthrough_preset_has_no_curators() -> None:
+    assert load_preset("passthrough").chain.curators == ()
+
+
+def test_presets_only_use_registered_curators() -> None:
+    for name in PRESETS:
+        assert set(load_preset(name).chain.names) <= set(CURATORS)
+
+
+def conversation() -> list[f.Msg]:
+    long_output = f.long_text(3000)
+    return [
+        f.system(),
+        f.user("Fix the failing test."),
+        f.assistant_calls(("c1", "read_file", '{"path": "a.py"}')),
+        f.tool_result("c1", long_output),
+        f.assistant_calls(("c2", "run_tests", "{}")),
+        f.tool_result("c2", long_output),
+        f.assistant_calls(("c3", "run_tests", "{}")),
+        f.tool_result("c3", long_output),
+        f.assistant_calls(("c4", "run_tests", "{}")),
+        f.tool_result("c4", "1 passed"),
+        f.user("Thanks, now explain it."),
+    ]
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_curates_within_the_contract(name: str, counter: TokenCounter) -> None:
+    messages = conversation()
+    body = {"model": "gpt-4o", "messages": messages}
+    result = load_preset(name).curate(messages, body, counter, check=True)
+    assert result.messages[0] == messages[0]
+    assert result.messages[-1] == messages[-1]
+    assert result.tokens_after <= result.tokens_before
+    if name == "passthrough":
+        assert result.messages == messages
+        assert not result.actions

@@ -1,0 +1,99 @@
+"""Route selection (first match wins) and the x-curator-policy header."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.policy import Policy
+from proxy.config import Route, RouteMatch
+from proxy.routing import PolicyChoice, choose_policy, resolve_policy, select_route
+
+CHAT = "/v1/chat/completions"
+
+ROUTES = (
+    Route("team", "a", "p", RouteMatch(path=CHAT, headers=(("x-team", "agents"),))),
+    Route("gpt", "a", "p", RouteMatch(path="/v1/chat/*", model="gpt-4o*")),
+    Route("embeddings", "b", "p", RouteMatch(path="/v1/embeddings")),
+    Route("llama", "b", "p", RouteMatch(model="*llama*")),
+    Route("default", "a", "p"),
+)
+
+
+@pytest.mark.parametrize(
+    ("path", "model", "headers", "expected"),
+    [
+        (CHAT, "gpt-4o", {"x-team": "agents"}, "team"),
+        (CHAT, "gpt-4o", {"X-Team": "agents"}, "team"),
+        (CHAT, "gpt-4o", {"x-team": "other"}, "gpt"),
+        (CHAT, "gpt-4o-mini", {}, "gpt"),
+        (CHAT, "GPT-4O", {}, "default"),
+        ("/v1/completions", "gpt-4o", {}, "default"),
+        ("/v1/embeddings", "gpt-4o", {"x-team": "agents"}, "embeddings"),
+        ("/v1/embeddings", None, {}, "embeddings"),
+        (CHAT, "meta/llama-3.1-70b", {}, "llama"),
+        ("/v1/models", None, {}, "default"),
+    ],
+)
+def test_first_matching_route_wins(
+    path: str, model: str | None, headers: dict[str, str], expected: str
+) -> None:
+    route = select_route(ROUTES, path, model, headers)
+    assert route is not None
+    assert route.name == expected
+
+
+def test_no_route_matches() -> None:
+    routes = ROUTES[:-1]
+    assert select_route(routes, "/v1/models", None, {}) is None
+    assert select_route((), CHAT, "gpt-4o", {}) is None
+
+
+def test_every_header_condition_must_hold() -> None:
+    both = RouteMatch(headers=(("x-team", "agent*"), ("x-env", "prod")))
+    routes = (Route("both", "a", "p", both),)
+    assert select_route(routes, CHAT, None, {"x-team": "agents", "X-ENV": "prod"}) is not None
+    assert select_route(routes, CHAT, None, {"x-team": "agents"}) is None
+    assert select_route(routes, CHAT, None, {"x-team": "ops", "x-env": "prod"}) is None
+
+
+def test_header_values_are_case_sensitive_globs() -> None:
+    routes = (Route("r", "a", "p", RouteMatch(headers=(("x-team", "Agents"),))),)
+    assert select_route(routes, CHAT, None, {"x-team": "agents"}) is None
+
+
+def test_model_glob_star_also_takes_requests_without_a_model() -> None:
+    routes = (Route("any", "a", "p", RouteMatch(model="*")),)
+    assert select_route(routes, "/v1/models", None, {}) == routes[0]
+
+
+POLICIES = {"chat": Policy("chat"), "agents": Policy("agents"), "off": Policy("off")}
+OPEN = Route("open", "a", "chat", allow_policy_header=True)
+CLOSED = Route("closed", "a", "chat")
+
+
+@pytest.mark.parametrize(
+    ("route", "headers", "expected"),
+    [
+        (OPEN, {}, PolicyChoice("chat", POLICIES["chat"])),
+        (OPEN, {"x-curator-policy": "off"}, PolicyChoice("off", POLICIES["off"], "applied", "off")),
+        (
+            OPEN,
+            {"X-Curator-Policy": " agents "},
+            PolicyChoice("agents", POLICIES["agents"], "applied", "agents"),
+        ),
+        (
+            OPEN,
+            {"x-curator-policy": "nope"},
+            PolicyChoice("chat", POLICIES["chat"], "unknown", "nope"),
+        ),
+        (
+            CLOSED,
+            {"x-curator-policy": "off"},
+            PolicyChoice("chat", POLICIES["chat"], "not_allowed", "off"),
+        ),
+        (CLOSED, {"x-other": "off"}, PolicyChoice("chat", POLICIES["chat"])),
+    ],
+)
+def test_policy_header(route: Route, headers: dict[str, str], expected: PolicyChoice) -> None:
+    assert choose_policy(route, headers, POLICIES) == expected
+    assert resolve_policy(route, headers, POLICIES) == expected.name
