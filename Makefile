@@ -1,0 +1,36 @@
+# One-command entry points. `make run` sets up and starts the proxy; `make test` runs the suite.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# Offline machines: use tiktoken's BPE files kept beside the checkout when present.
+SHARED_TIKTOKEN := $(abspath ../shared/tiktoken)
+ifneq ($(wildcard $(SHARED_TIKTOKEN)),)
+export TIKTOKEN_CACHE_DIR ?= $(SHARED_TIKTOKEN)
+endif
+
+.PHONY: setup run test lint bench clean
+
+$(BIN)/curator: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+setup: $(BIN)/curator
+
+run: setup
+	$(BIN)/curator serve $(ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+bench: setup
+	$(BIN)/python -m bench.run $(ARGS)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
