@@ -1,0 +1,224 @@
+"""The benchmark cases. Each takes the running `Bench` and returns its table rows.
+
+Targets (shown next to the figures): passthrough >= 0.8x floor req/s; a warm 127k-token
+request curated to a 32k window <= +3 ms p50 over the floor; a cold one <= 1.2x the time
+tiktoken alone needs to encode its text; streaming time to first byte <= +2 ms over the
+floor; proxy RSS <= 150 MB while holding 500 slow streams.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import tiktoken
+
+from bench import conversations, servers
+from bench.loadgen import LoadResult, have_wrk, percentile, run_python, run_wrk
+from bench.measure import sequential
+from bench.procs import Placement
+from bench.report import Row, ratio, skipped
+from bench.salt import body_texts, with_nonce
+
+SMALL_MODEL = "bench-small"
+CHAT = "/v1/chat/completions"
+LOADGEN_NICE = 5
+AGENT_SMALL = "proxy coding-agent (nothing to cut)"
+TIKTOKEN_PATH = "tiktoken alone (in-process)"
+COLD_PATH = "proxy coding-agent, first sight"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """How long and how hard to measure (`--quick` shrinks all of it)."""
+
+    quick: bool = False
+    duration_s: float = 10.0
+    connections: int = 32
+    requests: int | None = None
+    """Stop each load run after this many requests (the quick mode's bound)."""
+    warm_reps: int = 200
+    cold_reps: int = 20
+    stream_reps: int = 100
+    streams: int = 500
+    hold_s: float = 5.0
+    load: str = "auto"
+    """wrk | python | auto (wrk when installed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bench:
+    """The running servers (None with a reason when one is not there) and the settings."""
+
+    settings: Settings
+    workdir: Path
+    upstreams: servers.Upstreams
+    floor: str
+    proxy: str | None
+    proxy_reason: str
+    litellm: str | None
+    litellm_reason: str
+    client: Placement
+    proxy_pid: int | None = None
+    floor_pid: int | None = None
+
+    def load(self, url: str, body: bytes) -> LoadResult:
+        path = self.workdir / f"body-{len(body)}.json"
+        path.write_bytes(body)
+        s = self.settings
+        # The generator shares its core with the upstream, the fixed reference: niced, it
+        # yields to the upstream, so saturation shows as fewer requests sent rather than as
+        # inflated upstream service times.
+        placement = replace(self.client, nice=LOADGEN_NICE)
+        if s.load == "wrk" or (s.load == "auto" and have_wrk() and s.requests is None):
+            return run_wrk(
+                url,
+                path,
+                connections=s.connections,
+                duration_s=s.duration_s,
+                placement=placement,
+            )
+        return run_python(
+            url,
+            path,
+            connections=s.connections,
+            duration_s=s.duration_s,
+            requests=s.requests,
+            placement=placement,
+        )
+
+
+def _load_row(case: str, path: str, result: LoadResult, floor: LoadResult | None) -> Row:
+    note = f"{result.errors} errors" if result.errors else ""
+    return Row(
+        case,
+        path,
+        result.rps,
+        result.p50_ms,
+        result.p99_ms,
+        vs_floor=ratio(result.rps, floor.rps if floor else None),
+        note=note,
+    )
+
+
+def small(bench: Bench) -> list[Row]:
+    """Small-body throughput: direct, floor, proxy passthrough, proxy curating, LiteLLM."""
+    case = "small body, req/s"
+    body = orjson.dumps(conversations.small_request(SMALL_MODEL))
+    curated = orjson.dumps(conversations.small_request(servers.LARGE_MODEL))
+    direct = bench.load(bench.upstreams.origin + CHAT, body)
+    floor = bench.load(bench.floor + CHAT, body)
+    rows = [
+        _load_row(case, f"direct upstream ({bench.upstreams.kind})", direct, floor),
+        _load_row(case, "floor (starlette+aiohttp)", floor, floor),
+    ]
+    target = ">= 0.8x floor"
+    if bench.proxy is None:
+        rows.append(skipped(case, "proxy passthrough", bench.proxy_reason, target))
+        rows.append(skipped(case, AGENT_SMALL, bench.proxy_reason))
+    else:
+        proxy = bench.load(bench.proxy + CHAT, body)
+        met = floor.rps > 0 and proxy.rps >= 0.8 * floor.rps
+        figure = ratio(proxy.rps, floor.rps) + " floor"
+        row = _load_row(case, "proxy passthrough", proxy, floor)
+        rows.append(replace(row, figure=figure, target=target, met=met))
+        rows.append(_load_row(case, AGENT_SMALL, bench.load(bench.proxy + CHAT, curated), floor))
+    if bench.litellm is None:
+        rows.append(skipped(case, "litellm proxy", bench.litellm_reason))
+    else:
+        rows.append(_load_row(case, "litellm proxy", bench.load(bench.litellm + CHAT, body), floor))
+    return rows
+
+
+async def large(bench: Bench) -> list[Row]:
+    """The 127k-token request to a 32k-window model: warm (repeated) and cold (never seen)."""
+    request = conversations.large_request(model=servers.LARGE_MODEL)
+    body = orjson.dumps(request)
+    s = bench.settings
+    warm_case, cold_case = "large 127k -> 32k, warm", "large 127k -> 32k, cold"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        floor = await sequential(session, bench.floor + CHAT, [body] * (s.warm_reps + 2), 2)
+        floor_ms = [t.total_s * 1000 for t in floor]
+        f50 = percentile(floor_ms, 50)
+        rows = [Row(warm_case, "floor", None, f50, percentile(floor_ms, 99))]
+        if bench.proxy is None:
+            reason = bench.proxy_reason
+            return [
+                *rows,
+                skipped(warm_case, "proxy coding-agent", reason, "<= +3 ms"),
+                skipped(cold_case, TIKTOKEN_PATH, reason),
+                skipped(cold_case, COLD_PATH, reason, "<= 1.2x"),
+            ]
+        warm = await sequential(session, bench.proxy + CHAT, [body] * (s.warm_reps + 2), 2)
+        warm_ms = [t.total_s * 1000 for t in warm]
+        p50 = percentile(warm_ms, 50)
+        note, curated = curation_note(warm[-1].headers)
+        rows.append(
+            Row(
+                warm_case,
+                "proxy coding-agent",
+                None,
+                p50,
+                percentile(warm_ms, 99),
+                vs_floor=ratio(p50, f50),
+                figure=f"{p50 - f50:+.2f} ms p50",
+                target="<= +3 ms",
+                met=curated and p50 - f50 <= 3.0,
+                note=note,
+            )
+        )
+        rows += await _cold(bench, bench.proxy, session, request, cold_case)
+    return rows
+
+
+def curation_note(headers: Mapping[str, str]) -> tuple[str, bool]:
+    """What the proxy's `x-curator-*` headers say it did, and whether it curated at all."""
+    skipped_reason = headers.get("x-curator-skipped")
+    if skipped_reason:
+        return f"proxy skipped curation: {skipped_reason}", False
+    before, after = headers.get("x-curator-tokens-before"), headers.get("x-curator-tokens-after")
+    if before and after and before != after:
+        return f"tokens {before} -> {after}", True
+    return "proxy did not curate", False
+
+
+async def _cold(
+    bench: Bench, proxy: str, session: aiohttp.ClientSession, request: dict[str, Any], case: str
+) -> list[Row]:
+    enc = tiktoken.get_encoding("o200k_base")
+    run = f"{time.time_ns():x}"
+    proxy_ms: list[float] = []
+    tiktoken_ms: list[float] = []
+    notes: set[tuple[str, bool]] = set()
+    for k in range(bench.settings.cold_reps):
+        salted = with_nonce(request, f"{run}-{k}")
+        texts = body_texts(salted)
+        t0 = time.perf_counter()
+        for text in texts:
+            enc.encode_ordinary(text)
+        tiktoken_ms.append((time.perf_counter() - t0) * 1000)
+        (timed,) = await sequential(session, proxy + CHAT, [orjson.dumps(salted)])
+        proxy_ms.append(timed.total_s * 1000)
+        notes.add(curation_note(timed.headers))
+    t50, p50 = percentile(tiktoken_ms, 50), percentile(proxy_ms, 50)
+    curated = all(ok for _, ok in notes)
+    note = "; ".join(sorted(text for text, ok in notes if not ok))
+    return [
+        Row(case, TIKTOKEN_PATH, None, t50, percentile(tiktoken_ms, 99)),
+        Row(
+            case,
+            COLD_PATH,
+            None,
+            p50,
+            percentile(proxy_ms, 99),
+            figure=f"{p50 / t50:.2f}x tiktoken",
+            target="<= 1.2x",
+            met=curated and p50 <= 1.2 * t50,
+            note=note,
+        ),
+    ]

@@ -1,0 +1,147 @@
+"""The benchmark harness in its quick mode: it runs, prints every row, saves the table, and
+leaves no process behind. Figures are checked for presence only, never against targets."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from bench import servers
+
+REPO = Path(__file__).resolve().parents[2]
+PROXY_ROWS = {
+    ("small body, req/s", "proxy passthrough"),
+    ("small body, req/s", "proxy coding-agent (nothing to cut)"),
+    ("large 127k -> 32k, warm", "proxy coding-agent"),
+    ("large 127k -> 32k, cold", "tiktoken alone (in-process)"),
+    ("large 127k -> 32k, cold", "proxy coding-agent, first sight"),
+    ("stream, time to first byte", "proxy coding-agent"),
+    ("memory, 50 slow streams", "proxy coding-agent"),
+}
+OTHER_ROWS = {
+    ("small body, req/s", "direct upstream (builtin)"),
+    ("small body, req/s", "floor (starlette+aiohttp)"),
+    ("small body, req/s", "litellm proxy"),
+    ("large 127k -> 32k, warm", "floor"),
+    ("stream, time to first byte", "direct upstream (builtin)"),
+    ("stream, time to first byte", "floor"),
+    ("memory, 50 slow streams", "floor"),
+}
+TARGETED = {
+    ("small body, req/s", "proxy passthrough"),
+    ("large 127k -> 32k, warm", "proxy coding-agent"),
+    ("large 127k -> 32k, cold", "proxy coding-agent, first sight"),
+    ("stream, time to first byte", "proxy coding-agent"),
+    ("memory, 50 slow streams", "proxy coding-agent"),
+}
+
+
+def _run(out: Path, *args: str) -> tuple[str, str]:
+    """Run the harness; return (stdout, run marker). Fails the test on a non-zero exit."""
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "CURATOR_BENCH_TEST_RUN": marker}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--out", str(out), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout, marker
+
+
+def _table(text: str) -> dict[tuple[str, str], dict[str, str]]:
+    lines = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = {}
+    for line in lines[1:]:
+        cells = dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True))
+        rows[(cells["case"], cells["path"])] = cells
+    return rows
+
+
+def _survivors(marker: str) -> list[int]:
+    """Processes still carrying this run's marker in their environment."""
+    found = []
+    needle = f"CURATOR_BENCH_TEST_RUN={marker}".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _number(cell: str) -> float:
+    return float(cell.replace(",", ""))
+
+
+def test_quick_run_prints_every_row_and_cleans_up(tmp_path: Path) -> None:
+    stdout, marker = _run(tmp_path, "--upstream", "builtin", "--load", "python")
+    rows = _table(stdout)
+    assert set(rows) == PROXY_ROWS | OTHER_ROWS
+    for path in ("direct upstream (builtin)", "floor (starlette+aiohttp)"):
+        assert _number(rows[("small body, req/s", path)]["req/s"]) > 0
+    assert _number(rows[("large 127k -> 32k, warm", "floor")]["p50 ms"]) > 0
+    assert _number(rows[("stream, time to first byte", "floor")]["p50 ms"]) > 0
+    assert "MB RSS" in rows[("memory, 50 slow streams", "floor")]["figure"]
+    if servers.proxy_available():
+        for row in TARGETED:
+            assert rows[row]["met"] in ("yes", "**no**"), rows[row]
+            assert "skipped" not in rows[row]["figure"], rows[row]
+    else:
+        for row in PROXY_ROWS:
+            assert "skipped" in rows[row]["figure"]
+    (saved,) = tmp_path.glob("*.md")
+    assert _table(saved.read_text()) == rows
+    assert _survivors(marker) == []
+
+
+@pytest.mark.skipif(
+    shutil.which("wrk") is None or servers.nginx_binary() is None,
+    reason="nginx and wrk not installed (bench/setup.sh installs them)",
+)
+def test_quick_run_with_nginx_and_wrk(tmp_path: Path) -> None:
+    stdout, marker = _run(tmp_path, "--upstream", "nginx", "--load", "wrk", "--cases", "small")
+    rows = _table(stdout)
+    direct = rows[("small body, req/s", "direct upstream (nginx)")]
+    assert _number(direct["req/s"]) > 0
+    assert _number(rows[("small body, req/s", "floor (starlette+aiohttp)")]["req/s"]) > 0
+    assert "load: wrk" in stdout
+    assert _survivors(marker) == []
+
+
+def test_sigterm_mid_run_stops_every_process(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    env = {**os.environ, "CURATOR_BENCH_TEST_RUN": marker}
+    argv = [sys.executable, "-m", "bench.run", "--quick", "--cases", "stream", "--out"]
+    with subprocess.Popen(
+        [*argv, str(tmp_path), "--upstream", "builtin"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith("running case"):
+                break  # the servers are up: the run is in the middle of its work
+        assert _survivors(marker), "the run should have started its servers by now"
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert list(tmp_path.glob("*.md")) == []
+    assert _survivors(marker) == []
