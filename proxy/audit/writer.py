@@ -1,0 +1,207 @@
+"""The audit writer: a bounded queue drained by one background thread, off the request path.
+
+`submit` runs on the request path, so it never blocks and never raises: when the queue is
+full the entry is dropped and counted. Building the record (assembling the response,
+redaction, serialization) and writing it happen in the thread. A failing sink (full disk,
+unwritable path) counts records as failed and logs loudly, at a bounded rate; the proxy
+keeps serving. Create one writer per process (in the app's lifespan): threads do not
+survive the fork that starts `--workers`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from proxy.audit.record import AuditEntry, AuditRecord, RecordBuilder
+
+log = logging.getLogger("curator.audit")
+
+Outcome = Literal["written", "dropped", "failed"]
+PRUNE_INTERVAL_S = 300.0
+LOG_INTERVAL_S = 60.0
+
+
+class Sink(Protocol):
+    """Where records go. Called from the writer thread only."""
+
+    def write(self, record: AuditRecord) -> None: ...
+
+    def prune(self, now: float | None = None) -> int: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AuditStats:
+    """Counters for the metrics layer: records written, dropped (queue full), failed."""
+
+    written: int
+    dropped: int
+    failed: int
+    queue_depth: int
+
+
+class RateLimitedLog:
+    """Logs each kind of message at most once per interval, saying how many it held back."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval_s: float = LOG_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._interval = interval_s
+        self._clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, key: str, level: int, message: str, *args: object) -> None:
+        with self._lock:
+            now = self._clock()
+            last = self._last.get(key)
+            if last is not None and now - last < self._interval:
+                self._held[key] = self._held.get(key, 0) + 1
+                return
+            self._last[key] = now
+            held = self._held.pop(key, 0)
+        if held:
+            message += f" ({held} more like this since the last report)"
+        self._logger.log(level, message, *args)
+
+
+class AuditWriter:
+    """Queues audit entries and writes them from one background thread."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        builder: RecordBuilder,
+        *,
+        max_queue: int = 10_000,
+        prune_interval_s: float = PRUNE_INTERVAL_S,
+        on_outcome: Callable[[Outcome], None] | None = None,
+        report: RateLimitedLog | None = None,
+    ) -> None:
+        self._sink = sink
+        self._builder = builder
+        self._queue: queue.Queue[AuditEntry | None] = queue.Queue(max_queue)
+        self._prune_interval = prune_interval_s
+        self._on_outcome = on_outcome
+        self._report = report or RateLimitedLog(log)
+        self._counts: dict[Outcome, int] = {"written": 0, "dropped": 0, "failed": 0}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="curator-audit", daemon=True)
+        self._thread.start()
+
+    def submit(self, entry: AuditEntry) -> bool:
+        """Queue an entry; False (and counted as dropped) if the queue is full or closed."""
+        try:
+            if not self._closed:
+                self._queue.put_nowait(entry)
+                return True
+            reason = "the audit writer is closed"
+        except queue.Full:
+            reason = f"the audit queue is full ({self._queue.maxsize} records)"
+        except Exception as exc:  # the request path must never see an audit error
+            reason = f"unexpected {type(exc).__name__}"
+        self._count("dropped")
+        self._report("dropped", logging.WARNING, "audit: record dropped: %s", reason)
+        return False
+
+    def stats(self) -> AuditStats:
+        with self._lock:
+            counts = dict(self._counts)
+        return AuditStats(
+            counts["written"], counts["dropped"], counts["failed"], self._queue.qsize()
+        )
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Write what is queued, then stop. False if that did not finish within `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            already, self._closed = self._closed, True
+        if not already:
+            # A queue still full at the deadline means the thread is stuck: join reports it.
+            with contextlib.suppress(queue.Full):
+                self._queue.put(None, timeout=timeout)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            log.error(
+                "audit: %d records still queued at shutdown were not written",
+                self._queue.qsize(),
+            )
+            return False
+        # A submit racing with close can land behind the stop marker: count it, not lose it.
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._queue.get_nowait()
+                self._count("dropped")
+        return True
+
+    def _run(self) -> None:
+        next_prune = time.monotonic()
+        try:
+            while True:
+                wait = max(0.0, next_prune - time.monotonic())
+                try:
+                    entry = self._queue.get(timeout=wait)
+                except queue.Empty:
+                    pass  # time to prune
+                else:
+                    if entry is None:
+                        break
+                    self._write(entry)
+                if time.monotonic() >= next_prune:
+                    self._prune()
+                    next_prune = time.monotonic() + self._prune_interval
+        finally:
+            self._close_sink()
+
+    def _write(self, entry: AuditEntry) -> None:
+        try:
+            record = self._builder.build(entry)
+            if record.fields.get("redaction") == "failed":
+                self._report(
+                    "masked",
+                    logging.ERROR,
+                    "audit: redaction failed (%s); request %s is stored with its text masked",
+                    self._builder.last_failure,
+                    entry.id,
+                )
+            self._sink.write(record)
+        except Exception as exc:  # a full disk must not take the proxy down with it
+            self._count("failed")
+            self._report("failed", logging.ERROR, "audit: writing a record failed: %s", exc)
+            return
+        self._count("written")
+
+    def _prune(self) -> None:
+        try:
+            self._sink.prune()
+        except Exception as exc:  # retention is retried at the next interval
+            self._report("prune", logging.ERROR, "audit: retention failed: %s", exc)
+
+    def _close_sink(self) -> None:
+        try:
+            self._sink.close()
+        except Exception as exc:  # shutting down anyway; say why the file may be unclean
+            log.error("audit: closing the sink failed: %s", exc)
+
+    def _count(self, outcome: Outcome) -> None:
+        with self._lock:
+            self._counts[outcome] += 1
+        if self._on_outcome is not None:
+            try:
+                self._on_outcome(outcome)
+            except Exception as exc:  # a metrics bug must not break auditing or requests
+                self._report("callback", logging.ERROR, "audit: outcome callback failed: %s", exc)
