@@ -1,8 +1,10 @@
-"""Image input tokens, with OpenAI's tile formula (gpt-4o family).
+"""Tokens for content parts that are not text: images, audio, files.
 
-low detail costs a flat 85. high/auto: fit within 2048x2048, scale the short side to 768,
-then 170 per 512px tile plus 85. Dimensions are read from a data URL's header when
-possible; a remote URL's size is unknown, so a 1024x1024 image is assumed.
+Images use OpenAI's tile formula (gpt-4o family): `detail: low` costs a flat 85. Otherwise
+the image is shrunk to fit 2048x2048, then shrunk so its short side is at most 768 (never
+enlarged), and costs 85 plus 170 per 512px tile. Sizes are read from a data URL's header
+(PNG, GIF, WEBP, JPEG); a remote URL's size is unknown, so the largest possible cost is
+assumed: a budget computed from it can be too strict, never too loose.
 """
 
 from __future__ import annotations
@@ -11,56 +13,144 @@ import base64
 import binascii
 import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+
+import orjson
 
 LOW_DETAIL = 85
 PER_TILE = 170
-ASSUMED_SIZE = (1024, 1024)
+TILE = 512
+FIT = 2048
+SHORT_SIDE = 768
+MAX_IMAGE_TOKENS = LOW_DETAIL + PER_TILE * 2 * 4
+"""Short side <= 768 and long side <= 2048 give at most 2 x 4 tiles."""
+
+AUDIO_TOKENS_PER_SECOND = 10
+COMPRESSED_AUDIO_BYTES_PER_SECOND = 8_000
+"""64 kbit/s, the low end for speech: a duration guessed from it errs long, not short."""
+OPAQUE_TOKENIZE_LIMIT = 8_192
+OPAQUE_BYTES_PER_TOKEN = 4
+
+_HEAD_CHARS = 4_096
+_SCAN_CHARS = 1 << 20
+"""A JPEG's frame header can sit behind large EXIF or ICC segments."""
+_JPEG_FRAMES = frozenset(
+    {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+)
+_JPEG_STANDALONE = frozenset({0x01, *range(0xD0, 0xD9)})
 
 
 def image_part_tokens(image_url: object) -> int:
-    if not isinstance(image_url, Mapping):
-        return tile_tokens(*ASSUMED_SIZE)
-    if image_url.get("detail") == "low":
+    """Tokens for the value of an `image_url` part (an object, or a bare URL string)."""
+    url: object
+    detail: object
+    if isinstance(image_url, str):
+        url, detail = image_url, None
+    elif isinstance(image_url, Mapping):
+        url, detail = image_url.get("url"), image_url.get("detail")
+    else:
+        return MAX_IMAGE_TOKENS
+    if detail == "low":
         return LOW_DETAIL
-    url = image_url.get("url")
     size = data_url_size(url) if isinstance(url, str) else None
-    return tile_tokens(*(size or ASSUMED_SIZE))
+    return tile_tokens(*size) if size else MAX_IMAGE_TOKENS
 
 
 def tile_tokens(width: int, height: int) -> int:
+    """High-detail tokens for an image of this size."""
     if width <= 0 or height <= 0:
-        return LOW_DETAIL
-    scale = min(1.0, 2048 / max(width, height))
-    w, h = width * scale, height * scale
-    scale = 768 / min(w, h)
-    w, h = w * scale, h * scale
-    return LOW_DETAIL + PER_TILE * math.ceil(w / 512) * math.ceil(h / 512)
+        return MAX_IMAGE_TOKENS
+    short, long = sorted((width, height))
+    if long > FIT:
+        short, long = max(1, short * FIT // long), FIT
+    if short > SHORT_SIDE:
+        short, long = SHORT_SIDE, long * SHORT_SIDE // short
+    return LOW_DETAIL + PER_TILE * math.ceil(short / TILE) * math.ceil(long / TILE)
 
 
 def data_url_size(url: str) -> tuple[int, int] | None:
-    """(width, height) from the header of a base64 PNG, GIF or JPEG data URL."""
-    if not url.startswith("data:") or ";base64," not in url[:100]:
+    """(width, height) from the header of a base64 PNG, GIF, WEBP or JPEG data URL."""
+    if not url.startswith("data:"):
         return None
-    payload = url.split(",", 1)[1]
+    comma = url.find(",", 0, 256)
+    if comma < 0 or not url[:comma].lower().endswith(";base64"):
+        return None
+    head = _b64_prefix(url, comma + 1, _HEAD_CHARS)
+    size = _png(head) or _gif(head) or _webp(head) or _jpeg(head)
+    if size is None and head[:2] == b"\xff\xd8" and len(url) - comma > _HEAD_CHARS:
+        size = _jpeg(_b64_prefix(url, comma + 1, _SCAN_CHARS))
+    return size
+
+
+def audio_part_tokens(audio: object) -> int:
+    """Tokens for an `input_audio` part, from its duration (WAV header, else a bitrate)."""
+    if not isinstance(audio, Mapping) or not isinstance(audio.get("data"), str):
+        return 0
+    data: str = audio["data"]
+    size = len(data) * 3 // 4 - data[-2:].count("=")
+    rate = _wav_byte_rate(_b64_prefix(data, 0, 64)) if audio.get("format") == "wav" else None
+    seconds = size / (rate or COMPRESSED_AUDIO_BYTES_PER_SECOND)
+    return max(1, math.ceil(seconds * AUDIO_TOKENS_PER_SECOND))
+
+
+def opaque_part_tokens(part: Mapping[str, object], count: Callable[[str], int]) -> int:
+    """Tokens for a part of a type with no published price (files, future types).
+
+    Small parts are tokenized as JSON. A large one is almost surely a base64 payload:
+    tokenizing megabytes would be slow and mean nothing, so it is priced by size, which
+    keeps a big attachment visible to the budget.
+    """
     try:
-        head = base64.b64decode(payload[:65536] + "=" * (-len(payload[:65536]) % 4))
+        text = orjson.dumps(part).decode()
+    except TypeError:
+        text = repr(part)
+    if len(text) <= OPAQUE_TOKENIZE_LIMIT:
+        return count(text)
+    return math.ceil(len(text) / OPAQUE_BYTES_PER_TOKEN)
+
+
+def _b64_prefix(text: str, start: int, chars: int) -> bytes:
+    chunk = text[start : start + chars]
+    if any(ws in chunk for ws in " \t\r\n"):  # some encoders wrap base64 lines
+        chunk = "".join(chunk.split())
+    chunk = chunk[: len(chunk) - len(chunk) % 4]
+    try:
+        return base64.b64decode(chunk)
     except (binascii.Error, ValueError):
-        return None
-    return _png(head) or _gif(head) or _jpeg(head)
+        return b""
+
+
+def _positive(width: int, height: int) -> tuple[int, int] | None:
+    return (width, height) if width > 0 and height > 0 else None
 
 
 def _png(b: bytes) -> tuple[int, int] | None:
-    if b[:8] == b"\x89PNG\r\n\x1a\n" and len(b) >= 24:
-        w, h = struct.unpack(">II", b[16:24])
-        return int(w), int(h)
-    return None
+    if b[:8] != b"\x89PNG\r\n\x1a\n" or len(b) < 24:
+        return None
+    w, h = struct.unpack(">II", b[16:24])
+    return _positive(w, h)
 
 
 def _gif(b: bytes) -> tuple[int, int] | None:
-    if b[:6] in (b"GIF87a", b"GIF89a") and len(b) >= 10:
-        w, h = struct.unpack("<HH", b[6:10])
-        return int(w), int(h)
+    if b[:6] not in (b"GIF87a", b"GIF89a") or len(b) < 10:
+        return None
+    w, h = struct.unpack("<HH", b[6:10])
+    return _positive(w, h)
+
+
+def _webp(b: bytes) -> tuple[int, int] | None:
+    if b[:4] != b"RIFF" or b[8:12] != b"WEBP":
+        return None
+    kind = b[12:16]
+    if kind == b"VP8X" and len(b) >= 30:
+        w, h = int.from_bytes(b[24:27], "little"), int.from_bytes(b[27:30], "little")
+        return _positive(w + 1, h + 1)
+    if kind == b"VP8L" and len(b) >= 25 and b[20] == 0x2F:
+        bits = int.from_bytes(b[21:25], "little")
+        return _positive(1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF))
+    if kind == b"VP8 " and len(b) >= 30 and b[23:26] == b"\x9d\x01\x2a":
+        w, h = struct.unpack("<HH", b[26:30])
+        return _positive(w & 0x3FFF, h & 0x3FFF)
     return None
 
 
@@ -68,13 +158,29 @@ def _jpeg(b: bytes) -> tuple[int, int] | None:
     if b[:2] != b"\xff\xd8":
         return None
     i = 2
-    while i + 9 < len(b):
+    while i + 4 <= len(b):
         if b[i] != 0xFF:
             return None
         marker = b[i + 1]
-        seg_len = int.from_bytes(b[i + 2 : i + 4], "big")
-        if marker in (0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF):
+        if marker == 0xFF:  # fill byte before a marker
+            i += 1
+            continue
+        if marker in _JPEG_STANDALONE:
+            i += 2
+            continue
+        if marker in _JPEG_FRAMES:
+            if i + 9 > len(b):
+                return None
             h, w = struct.unpack(">HH", b[i + 5 : i + 9])
-            return int(w), int(h)
-        i += 2 + seg_len
+            return _positive(w, h)
+        if marker == 0xDA:  # start of scan: no frame header came first
+            return None
+        i += 2 + int.from_bytes(b[i + 2 : i + 4], "big")
     return None
+
+
+def _wav_byte_rate(b: bytes) -> int | None:
+    if b[:4] != b"RIFF" or b[8:12] != b"WAVE" or b[12:16] != b"fmt " or len(b) < 32:
+        return None
+    rate = int.from_bytes(b[28:32], "little")
+    return rate or None

@@ -1,4 +1,10 @@
-"""Context windows and encodings per model name, with user overrides (globs)."""
+"""Context windows and encodings per model name, with user overrides (globs).
+
+Names are matched case-insensitively after removing what providers put around a model:
+a routing prefix (`openai/gpt-4o`, `azure/gpt-4o`) and a fine-tune wrapper
+(`ft:gpt-4o-mini:org::id`). Globs are anchored (fnmatch), so `gpt-4` matches only
+`gpt-4` and never `gpt-4o` or `gpt-4.1`; dated snapshots are matched by explicit globs.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
+    """What the curator needs to know about a model: its window and its tokenizer."""
+
     context_window: int
     max_input_tokens: int | None = None
     """Some models accept fewer input tokens than their window (gpt-5: 272k of 400k)."""
@@ -18,19 +26,21 @@ class ModelInfo:
     """A tiktoken encoding name; None lets tiktoken's own model map decide."""
 
 
-# First match wins, so more specific globs come first.
+def _open(window: int) -> ModelInfo:
+    # Open models use their own tokenizers; cl100k_base is a stand-in of similar density.
+    # Operators who need exact numbers for one of them set a `models:` override.
+    return ModelInfo(window, encoding="cl100k_base")
+
+
+# Matched against the bare lower-case name; first match wins, so specific globs come first.
 BUILTIN: tuple[tuple[str, ModelInfo], ...] = (
-    ("gpt-4o-mini*", ModelInfo(128_000)),
+    # OpenAI. Dated snapshots ("gpt-4o-2024-08-06", "o3-mini-2025-01-31") ride on the `*`.
+    ("gpt-5*chat*", ModelInfo(128_000)),
+    ("gpt-5*", ModelInfo(400_000, max_input_tokens=272_000)),
+    ("gpt-4.1*", ModelInfo(1_047_576)),
+    ("gpt-4.5*", ModelInfo(128_000)),
     ("gpt-4o*", ModelInfo(128_000)),
     ("chatgpt-4o*", ModelInfo(128_000)),
-    ("gpt-4.1*", ModelInfo(1_047_576)),
-    ("gpt-5*", ModelInfo(400_000, max_input_tokens=272_000)),
-    ("o1-mini*", ModelInfo(128_000)),
-    ("o1-preview*", ModelInfo(128_000)),
-    ("o1*", ModelInfo(200_000)),
-    ("o3-mini*", ModelInfo(200_000)),
-    ("o3*", ModelInfo(200_000)),
-    ("o4-mini*", ModelInfo(200_000)),
     ("gpt-4-turbo*", ModelInfo(128_000)),
     ("gpt-4-*preview*", ModelInfo(128_000)),
     ("gpt-4-32k*", ModelInfo(32_768)),
@@ -38,27 +48,54 @@ BUILTIN: tuple[tuple[str, ModelInfo], ...] = (
     ("gpt-4-0613", ModelInfo(8_192)),
     ("gpt-4-0314", ModelInfo(8_192)),
     ("gpt-3.5-turbo-instruct*", ModelInfo(4_096)),
+    ("gpt-3.5-turbo-0301", ModelInfo(4_096)),
+    ("gpt-3.5-turbo-0613", ModelInfo(4_096)),
     ("gpt-3.5-turbo*", ModelInfo(16_385)),
-    # Common open models, as served by vLLM, Ollama, OpenRouter and friends. Their own
-    # tokenizers differ from OpenAI's; cl100k_base is a close, slightly generous estimate.
-    ("*llama-3.1*", ModelInfo(131_072, encoding="cl100k_base")),
-    ("*llama-3.2*", ModelInfo(131_072, encoding="cl100k_base")),
-    ("*llama-3.3*", ModelInfo(131_072, encoding="cl100k_base")),
-    ("*llama3.1*", ModelInfo(131_072, encoding="cl100k_base")),
-    ("*llama-3*", ModelInfo(8_192, encoding="cl100k_base")),
-    ("*llama3*", ModelInfo(8_192, encoding="cl100k_base")),
-    ("*qwen2.5*", ModelInfo(32_768, encoding="cl100k_base")),
-    ("*qwen3*", ModelInfo(40_960, encoding="cl100k_base")),
-    ("*mistral-large*", ModelInfo(131_072, encoding="cl100k_base")),
-    ("*mixtral*", ModelInfo(32_768, encoding="cl100k_base")),
-    ("*mistral*", ModelInfo(32_768, encoding="cl100k_base")),
-    ("*deepseek*", ModelInfo(65_536, encoding="cl100k_base")),
-    ("*gemma-2*", ModelInfo(8_192, encoding="cl100k_base")),
-    ("*gemma-3*", ModelInfo(131_072, encoding="cl100k_base")),
-    ("*phi-3*", ModelInfo(128_000, encoding="cl100k_base")),
-    ("*claude*", ModelInfo(200_000, encoding="cl100k_base")),
-    ("*gemini*", ModelInfo(1_048_576, encoding="cl100k_base")),
+    ("gpt-35-turbo*", ModelInfo(16_385)),
+    ("o1-mini*", ModelInfo(128_000)),
+    ("o1-preview*", ModelInfo(128_000)),
+    ("o1", ModelInfo(200_000)),
+    ("o1-*", ModelInfo(200_000)),
+    ("o3", ModelInfo(200_000)),
+    ("o3-*", ModelInfo(200_000)),
+    ("o4-mini", ModelInfo(200_000)),
+    ("o4-mini-*", ModelInfo(200_000)),
+    ("codex-mini*", ModelInfo(200_000)),
+    ("gpt-oss*", ModelInfo(131_072)),
+    # Open models as vLLM, Ollama, OpenRouter and friends name them.
+    ("*llama-3.[123]*", _open(131_072)),
+    ("*llama3.[123]*", _open(131_072)),
+    ("*llama-3*", _open(8_192)),
+    ("*llama3*", _open(8_192)),
+    ("*llama-2*", _open(4_096)),
+    ("*llama2*", _open(4_096)),
+    ("*qwen3*2507*", _open(262_144)),
+    ("*qwen3-coder*", _open(262_144)),
+    ("*qwen3*", _open(40_960)),
+    ("*qwen2.5*", _open(32_768)),
+    ("*mistral-large*", _open(131_072)),
+    ("*mixtral-8x22b*", _open(65_536)),
+    ("*mixtral*", _open(32_768)),
+    ("*mistral*", _open(32_768)),
+    ("*deepseek*", _open(65_536)),
+    ("*gemma-3*", _open(131_072)),
+    ("*gemma3*", _open(131_072)),
+    ("*gemma-2*", _open(8_192)),
+    ("*gemma2*", _open(8_192)),
+    ("*phi-3*4k*", _open(4_096)),
+    ("*phi-3*", _open(131_072)),
+    ("*phi-4*", _open(16_384)),
+    ("*claude*", _open(200_000)),
+    ("*gemini*", _open(1_048_576)),
 )
+
+
+def bare_name(model: str) -> str:
+    """`model` lower-cased, without a provider prefix or a fine-tune wrapper."""
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    if name.startswith("ft:"):
+        name = name[3:].split(":", 1)[0]
+    return name
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +103,19 @@ class ModelTable:
     """Looks a model name up: user overrides first, then the built-in table."""
 
     overrides: tuple[tuple[str, ModelInfo], ...] = ()
+    """(glob, info) pairs from the config's `models:` section, in file order."""
 
     @classmethod
     def with_overrides(cls, overrides: Iterable[tuple[str, ModelInfo]]) -> ModelTable:
         return cls(tuple(overrides))
 
     def find(self, model: str) -> ModelInfo | None:
-        name = model.lower()
-        # "openai/gpt-4o" (OpenRouter) and "gpt-4o" should resolve alike.
-        bare = name.rsplit("/", 1)[-1]
+        """The first override, then built-in entry, whose glob matches `model`."""
+        full, bare = model.strip().lower(), bare_name(model)
         for pattern, info in self.overrides:
-            if fnmatchcase(model, pattern) or fnmatchcase(name, pattern.lower()):
+            # A user's glob may name the model with or without its provider prefix.
+            glob = pattern.lower()
+            if fnmatchcase(full, glob) or fnmatchcase(bare, glob):
                 return info
         for pattern, info in BUILTIN:
             if fnmatchcase(bare, pattern):
@@ -84,4 +123,5 @@ class ModelTable:
         return None
 
     def lookup(self, model: str) -> ModelInfo:
+        """Like `find`, but unknown models get the default 128k window."""
         return self.find(model) or ModelInfo(DEFAULT_CONTEXT_WINDOW)

@@ -1,9 +1,14 @@
-"""Token counting with OpenAI's cookbook formula, a per-message cache and an offline fallback.
+"""Token counting: OpenAI's cookbook formula, a bounded cache, an offline fallback.
 
-Agents resend their whole history every turn, so each message's count is cached under a
-hash of its canonical bytes: a warm request tokenizes only what is new. When tiktoken
-cannot load an encoding (no network, no `TIKTOKEN_CACHE_DIR`), counting falls back to an
-estimator that errs on the high side; it says so once and never fails a request.
+Agents resend their whole history every turn, so each message's count is cached under
+a digest of its canonical bytes (orjson with sorted keys, then SHA-256: the fastest
+sound choice in bench/tokens_bench.py). Long texts, head/tail cuts and tool lists are
+cached the same way, because curators ask for them again on every request.
+
+tiktoken downloads BPE files on first use. Loading runs in a helper thread with a time
+limit, so no request waits on a network that is not there. Without an exact encoding,
+counting falls back to `EstimatingEncoder`, says so once in the log, calls
+`on_fallback`, and carries on; a late load replaces the estimate.
 """
 
 from __future__ import annotations
@@ -12,14 +17,16 @@ import hashlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import orjson
 
-from policies.images import image_part_tokens
+from policies.encoders import Encoder, EstimatingEncoder, Loader, LoadJob, fit_chars, load_tiktoken
+from policies.images import audio_part_tokens, image_part_tokens, opaque_part_tokens
 from policies.messages import Message
-from policies.models import ModelTable
+from policies.models import ModelTable, bare_name
+from policies.tooldefs import constants_for, tool_definition_tokens
 
 log = logging.getLogger("curator.tokens")
 
@@ -27,183 +34,272 @@ TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
 DEFAULT_ENCODING = "o200k_base"
+DEFAULT_CACHE_ENTRIES = 100_000
+"""About 20 MB; one 110-message agent history needs ~150 entries."""
+LOAD_TIMEOUT_S = 10.0
+CACHE_MIN_CHARS = 256
+"""Shorter texts encode in a few microseconds: not worth a cache entry."""
+_MODEL_MEMO = 1_024
 
 
-class Encoder(Protocol):
-    name: str
+class _Lru:
+    """A bounded, thread-safe map of digests to ints; the least recently used go first."""
 
-    def encode_ordinary(self, text: str) -> list[int]: ...
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._data: OrderedDict[bytes, int] = OrderedDict()
+        self._lock = threading.Lock()
 
-    def decode(self, tokens: list[int]) -> str: ...
+    def __len__(self) -> int:
+        return len(self._data)
 
+    def get_many(self, keys: Iterable[bytes]) -> list[int | None]:
+        out: list[int | None] = []
+        with self._lock:
+            data = self._data
+            for key in keys:
+                value = data.get(key)
+                if value is not None:
+                    data.move_to_end(key)
+                out.append(value)
+        return out
 
-class EstimatingEncoder:
-    """Stands in for a BPE encoding that could not be loaded.
-
-    One token per 3 UTF-8 bytes overestimates typical English (about 4) and code, so a
-    budget computed with it is conservative. `decode` only has to invert `encode_ordinary`.
-    """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def encode_ordinary(self, text: str) -> list[int]:
-        data = text.encode("utf-8", "surrogatepass")
-        return [int.from_bytes(data[i : i + 3], "big") for i in range(0, len(data), 3)]
-
-    def decode(self, tokens: list[int]) -> str:
-        data = b"".join(t.to_bytes(3, "big").lstrip(b"\0") for t in tokens)
-        return data.decode("utf-8", "ignore")
-
-
-def _load_tiktoken(name: str) -> Encoder:
-    import tiktoken
-
-    enc: Encoder = tiktoken.get_encoding(name)
-    return enc
+    def put_many(self, items: Iterable[tuple[bytes, int]]) -> None:
+        with self._lock:
+            data = self._data
+            data.update(items)
+            while len(data) > self._capacity:
+                data.popitem(last=False)
 
 
 class TokenCounter:
-    """Counts tokens for chat requests. One instance per process; thread-safe."""
+    """Counts prompt tokens for chat requests. Share one per process: it is thread-safe."""
 
     def __init__(
         self,
         models: ModelTable | None = None,
         *,
-        cache_entries: int = 200_000,
-        loader: Callable[[str], Encoder] = _load_tiktoken,
+        cache_entries: int = DEFAULT_CACHE_ENTRIES,
+        loader: Loader = load_tiktoken,
         on_fallback: Callable[[str], None] | None = None,
+        load_timeout_s: float = LOAD_TIMEOUT_S,
     ) -> None:
+        if cache_entries < 0:
+            raise ValueError(f"cache_entries: must be >= 0, got {cache_entries}")
+        if load_timeout_s <= 0:
+            raise ValueError(f"load_timeout_s: must be > 0, got {load_timeout_s}")
         self.models = models or ModelTable()
-        self._cache_entries = cache_entries
         self._loader = loader
         self._on_fallback = on_fallback
+        self._load_timeout_s = load_timeout_s
+        self._cache = _Lru(cache_entries)
         self._encoders: dict[str, Encoder] = {}
-        self._cache: OrderedDict[bytes, int] = OrderedDict()
-        self._lock = threading.Lock()
+        self._encoding_of: dict[str, str] = {}
+        self._load_lock = threading.Lock()
         self.fallbacks: set[str] = set()
+        """Encodings currently estimated because they could not be loaded."""
+
+    @property
+    def cache_size(self) -> int:
+        return len(self._cache)
 
     # -- encodings -------------------------------------------------------------------
     def encoding_name(self, model: str) -> str:
+        """The `models:` section's encoding, else tiktoken's map, else o200k_base."""
+        name = self._encoding_of.get(model)
+        if name is None:
+            name = self._resolve(model)
+            if len(self._encoding_of) >= _MODEL_MEMO:
+                self._encoding_of.clear()  # clients pick model names: keep the memo bounded
+            self._encoding_of[model] = name
+        return name
+
+    def _resolve(self, model: str) -> str:
         info = self.models.find(model)
         if info is not None and info.encoding:
             return info.encoding
         try:
             import tiktoken
 
-            return str(tiktoken.encoding_name_for_model(model.rsplit("/", 1)[-1]))
-        except (KeyError, ImportError):
+            return str(tiktoken.encoding_name_for_model(bare_name(model)))
+        except (ImportError, KeyError):
             return DEFAULT_ENCODING
 
     def encoder(self, model: str) -> Encoder:
-        return self._encoder_named(self.encoding_name(model))
-
-    def _encoder_named(self, name: str) -> Encoder:
+        name = self.encoding_name(model)
         enc = self._encoders.get(name)
-        if enc is not None:
-            return enc
-        with self._lock:
-            enc = self._encoders.get(name)
-            if enc is None:
-                enc = self._load(name)
-                self._encoders[name] = enc
+        if enc is None:
+            with self._load_lock:
+                enc = self._encoders.get(name)
+                if enc is None:
+                    enc = self._encoders[name] = self._load(name)
         return enc
 
+    def preload(self, *models: str) -> None:
+        """Load the encodings these models use now (at startup), not on a first request."""
+        for model in models:
+            self.encoder(model)
+
     def _load(self, name: str) -> Encoder:
-        try:
-            return self._loader(name)
-        except Exception as exc:  # any failure to load must degrade, never fail a request
-            log.warning(
-                "tokenizer %s unavailable (%s); estimating token counts instead. "
-                "Set TIKTOKEN_CACHE_DIR to a folder holding tiktoken's BPE files.",
-                name,
-                type(exc).__name__,
-            )
-            self.fallbacks.add(name)
-            if self._on_fallback is not None:
+        result = LoadJob(name, self._loader, self._adopt).wait(self._load_timeout_s)
+        if result is not None and not isinstance(result, Exception):
+            return result
+        why = "timed out" if result is None else f"{type(result).__name__}: {result}"
+        log.warning(
+            "tokenizer %s unavailable (%s); estimating token counts on the high side. "
+            "Set TIKTOKEN_CACHE_DIR to a folder holding tiktoken's BPE files.",
+            name,
+            why,
+        )
+        self.fallbacks.add(name)
+        if self._on_fallback is not None:
+            try:
                 self._on_fallback(name)
-            return EstimatingEncoder(name)
+            except Exception:  # a broken metrics hook must not fail the request
+                log.exception("on_fallback hook failed")
+        return EstimatingEncoder(name)
+
+    def _adopt(self, name: str, enc: Encoder) -> None:
+        with self._load_lock:
+            self._encoders[name] = enc
+            self.fallbacks.discard(name)
+        log.info("tokenizer %s loaded late; counting exactly from now on", name)
 
     # -- counting --------------------------------------------------------------------
-    def count_text(self, text: str, model: str) -> int:
-        return len(self.encoder(model).encode_ordinary(text)) if text else 0
+    def count_each(self, messages: Sequence[Message], model: str) -> list[int]:
+        """Tokens of each message, its formula overhead included (reply priming not)."""
+        enc = self.encoder(model)
+        prefix = _prefix(b"m", enc)
+        keys = [_digest(prefix, _json_bytes(m)) for m in messages]
+        out: list[int] = []
+        fresh: dict[bytes, int] = {}
+        for msg, key, hit in zip(messages, keys, self._cache.get_many(keys), strict=True):
+            if hit is None:
+                hit = fresh.get(key)
+                if hit is None:
+                    hit = fresh[key] = _message_tokens(msg, enc)
+            out.append(hit)
+        if fresh:
+            self._cache.put_many(fresh.items())
+        return out
 
     def count_message(self, msg: Message, model: str) -> int:
-        enc = self.encoder(model)
-        key = _message_key(msg, enc.name)
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
-        n = self._count_uncached(msg, enc)
-        with self._lock:
-            self._cache[key] = n
-            if len(self._cache) > self._cache_entries:
-                self._cache.popitem(last=False)
-        return n
+        return self.count_each((msg,), model)[0]
 
     def count_messages(self, messages: Sequence[Message], model: str) -> int:
         """Prompt tokens for these messages, reply priming included."""
-        return sum(self.count_message(m, model) for m in messages) + REPLY_PRIMING
+        return sum(self.count_each(messages, model)) + REPLY_PRIMING
+
+    def count_text(self, text: str, model: str) -> int:
+        if not text:
+            return 0
+        enc = self.encoder(model)
+        if len(text) < CACHE_MIN_CHARS:
+            return len(enc.encode_ordinary(text))
+        key = _digest(_prefix(b"t", enc), _str_bytes(text))
+        return self._cached(key, lambda: len(enc.encode_ordinary(text)))
 
     def count_tools(self, tools: Sequence[Mapping[str, Any]], model: str) -> int:
-        from policies.tooldefs import tool_definition_tokens
+        """Tokens of a request's tool definitions (0 for none)."""
+        if not tools:
+            return 0
+        enc = self.encoder(model)
+        key = _digest(_prefix(b"T", enc), _json_bytes(list(tools)))
+        k = constants_for(enc.name)
+        return self._cached(key, lambda: tool_definition_tokens(tools, lambda s: _count(enc, s), k))
 
-        return tool_definition_tokens(tools, self.encoder(model), model)
-
-    def _count_uncached(self, msg: Message, enc: Encoder) -> int:
-        n = TOKENS_PER_MESSAGE
-        for key, value in msg.items():
-            if key == "content":
-                n += _content_tokens(value, enc)
-            elif key == "tool_calls":
-                n += _tool_calls_tokens(value, enc)
-            elif key == "function_call" and isinstance(value, Mapping):
-                n += _function_tokens(value, enc)
-            elif isinstance(value, str):
-                n += len(enc.encode_ordinary(value))
-                if key == "name":
-                    n += TOKENS_PER_NAME
-        return n
+    def _cached(self, key: bytes, compute: Callable[[], int]) -> int:
+        hit = self._cache.get_many((key,))[0]
+        if hit is None:
+            hit = compute()
+            self._cache.put_many(((key, hit),))
+        return hit
 
     # -- shortening ------------------------------------------------------------------
     def head(self, text: str, model: str, max_tokens: int) -> str:
-        """The longest prefix of `text` of at most `max_tokens` tokens."""
-        return self._cut(text, model, max_tokens, from_end=False)
+        """The longest prefix of `text` that counts at most `max_tokens` tokens."""
+        return text[: self._fit(text, model, max_tokens, from_end=False)]
 
     def tail(self, text: str, model: str, max_tokens: int) -> str:
-        """The longest suffix of `text` of at most `max_tokens` tokens."""
-        return self._cut(text, model, max_tokens, from_end=True)
+        """The longest suffix of `text` that counts at most `max_tokens` tokens."""
+        return text[len(text) - self._fit(text, model, max_tokens, from_end=True) :]
 
-    def _cut(self, text: str, model: str, max_tokens: int, *, from_end: bool) -> str:
-        if max_tokens <= 0 or not text:
-            return ""
+    def _fit(self, text: str, model: str, max_tokens: int, *, from_end: bool) -> int:
+        if max_tokens <= 0:
+            return 0
+        if len(text) * 4 <= max_tokens:  # a token spans >= 1 byte, a character <= 4
+            return len(text)
         enc = self.encoder(model)
-        # Encode only a window a little larger than needed: a 30 KB tool output cut to
-        # 2,000 tokens should not pay for tokenizing all 30 KB again.
-        span = max_tokens * 8 + 16
-        piece = text[-span:] if from_end else text[:span]
-        tokens = enc.encode_ordinary(piece)
-        if len(tokens) <= max_tokens and len(piece) == len(text):
-            return text
-        kept = tokens[-max_tokens:] if from_end else tokens[:max_tokens]
-        out = enc.decode(kept)
-        # A cut inside a multi-byte character decodes to U+FFFD; trim it off.
-        return out.lstrip("\ufffd") if from_end else out.rstrip("\ufffd")
+        if len(text) < CACHE_MIN_CHARS:
+            return fit_chars(enc, text, max_tokens, from_end=from_end)
+        side = b"<" if from_end else b">"
+        key = _digest(_prefix(side + str(max_tokens).encode(), enc), _str_bytes(text))
+        return self._cached(key, lambda: fit_chars(enc, text, max_tokens, from_end=from_end))
 
 
-def _message_key(msg: Message, encoding: str) -> bytes:
+def _prefix(kind: bytes, enc: Encoder) -> bytes:
+    # Estimated and exact counts of one encoding must never share cache entries.
+    tag = ("~" if isinstance(enc, EstimatingEncoder) else "") + enc.name
+    return kind + b"\0" + tag.encode() + b"\0"
+
+
+def _digest(prefix: bytes, data: bytes) -> bytes:
+    # Python's 64-bit hash of the fields measured twice as fast, but a collision would
+    # silently give one message another's count; both are far inside the 2 ms budget.
+    h = hashlib.sha256(prefix)
+    h.update(data)
+    return h.digest()[:16]
+
+
+def _json_bytes(value: object) -> bytes:
     try:
-        data = orjson.dumps(msg, option=orjson.OPT_SORT_KEYS)
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError:
-        data = repr(sorted(msg.items(), key=lambda kv: str(kv[0]))).encode()
-    return hashlib.blake2b(data, digest_size=16, person=encoding.encode()[:16]).digest()
+        # Not plain JSON (a library caller's objects, lone surrogates): repr is stable too.
+        return repr(value).encode("utf-8", "surrogatepass")
+
+
+def _str_bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _count(enc: Encoder, text: str) -> int:
+    return len(enc.encode_ordinary(text)) if text else 0
+
+
+def _message_tokens(msg: Message, enc: Encoder) -> int:
+    if not isinstance(msg, Mapping):
+        return TOKENS_PER_MESSAGE
+    n = TOKENS_PER_MESSAGE
+    for key, value in msg.items():
+        if key == "content":
+            n += _content_tokens(value, enc)
+        elif key == "tool_calls":
+            if isinstance(value, list):
+                n += sum(_call_tokens(c, enc) for c in value if isinstance(c, Mapping))
+        elif key == "function_call":
+            n += _function_tokens(value, enc)
+        elif isinstance(value, str):
+            n += _count(enc, value) + (TOKENS_PER_NAME if key == "name" else 0)
+    return n
+
+
+def _call_tokens(call: Mapping[str, Any], enc: Encoder) -> int:
+    fn = call.get("function")
+    return _function_tokens(fn if isinstance(fn, Mapping) else call.get("custom"), enc)
+
+
+def _function_tokens(fn: object, enc: Encoder) -> int:
+    """A call's name and arguments (`input` for custom tools)."""
+    if not isinstance(fn, Mapping):
+        return 0
+    fields = (fn.get(k) for k in ("name", "arguments", "input"))
+    return sum(_count(enc, v) for v in fields if isinstance(v, str))
 
 
 def _content_tokens(content: object, enc: Encoder) -> int:
     if isinstance(content, str):
-        return len(enc.encode_ordinary(content))
+        return _count(enc, content)
     if not isinstance(content, list):
         return 0
     n = 0
@@ -211,32 +307,13 @@ def _content_tokens(content: object, enc: Encoder) -> int:
         if not isinstance(part, Mapping):
             continue
         kind = part.get("type")
-        if kind == "text" and isinstance(part.get("text"), str):
-            n += len(enc.encode_ordinary(part["text"]))
+        if kind in ("text", "refusal"):
+            value = part.get(kind)
+            n += _count(enc, value) if isinstance(value, str) else 0
         elif kind == "image_url":
             n += image_part_tokens(part.get("image_url"))
-        elif kind == "refusal" and isinstance(part.get("refusal"), str):
-            n += len(enc.encode_ordinary(part["refusal"]))
+        elif kind == "input_audio":
+            n += audio_part_tokens(part.get("input_audio"))
         else:
-            # input_audio, file and future part types: count their text-bearing fields.
-            n += len(enc.encode_ordinary(orjson.dumps(part).decode()))
+            n += opaque_part_tokens(part, lambda s: _count(enc, s))
     return n
-
-
-def _function_tokens(fn: Mapping[str, Any], enc: Encoder) -> int:
-    n = 0
-    for key in ("name", "arguments"):
-        value = fn.get(key)
-        if isinstance(value, str):
-            n += len(enc.encode_ordinary(value))
-    return n
-
-
-def _tool_calls_tokens(calls: object, enc: Encoder) -> int:
-    if not isinstance(calls, list):
-        return 0
-    return sum(
-        _function_tokens(c["function"], enc)
-        for c in calls
-        if isinstance(c, Mapping) and isinstance(c.get("function"), Mapping)
-    )
