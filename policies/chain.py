@@ -1,12 +1,24 @@
-"""Chain: runs curators in order and reports what each one did."""
+"""Chain: runs curators in order and reports what each one did.
+
+`run` is plain synchronous code, for chains of plain curators. A chain holding an
+`AsyncCurator` (the summarizer) must be run with `arun`; `run` refuses it up front rather
+than half-curate a request.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policies import invariants
-from policies.base import Action, CurationContext, Curator
+from policies.base import (
+    Action,
+    AsyncCurator,
+    AsyncOnlyError,
+    CurationContext,
+    Curator,
+    CuratorOutput,
+)
 from policies.messages import Message
 
 
@@ -22,30 +34,79 @@ class CurationResult:
         return bool(self.actions)
 
 
+@dataclass(slots=True)
+class _Progress:
+    """One run's state: the current list and the actions so far."""
+
+    ctx: CurationContext
+    check: bool
+    before: int
+    current: list[Message]
+    actions: list[Action] = field(default_factory=list)
+
+    def apply(self, name: str, out: CuratorOutput) -> None:
+        if self.check:
+            invariants.assert_ok(self.current, out.messages, self.ctx, name)
+        if out.actions:
+            self.actions.extend(out.actions)
+            self.current = out.messages
+
+    def result(self) -> CurationResult:
+        ctx = self.ctx
+        after = ctx.counter.count_messages(self.current, ctx.model) if self.actions else self.before
+        return CurationResult(self.current, tuple(self.actions), self.before, after)
+
+
+def _start(messages: Sequence[Message], ctx: CurationContext, check: bool) -> _Progress:
+    before = ctx.counter.count_messages(messages, ctx.model)
+    return _Progress(ctx, check, before, list(messages))
+
+
 @dataclass(frozen=True, slots=True)
 class Chain:
     """An ordered tuple of curators, built once at load time."""
 
     curators: tuple[Curator, ...] = ()
+    _awaited: tuple[bool, ...] = field(init=False, repr=False, compare=False)
+    """Per curator: is it an AsyncCurator (decided once, not per request)."""
+
+    def __post_init__(self) -> None:
+        awaited = tuple(isinstance(c, AsyncCurator) for c in self.curators)
+        object.__setattr__(self, "_awaited", awaited)
 
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.curators)
 
+    @property
+    def is_async(self) -> bool:
+        """True when some curator awaits I/O, so only `arun` can run this chain."""
+        return any(self._awaited)
+
     def run(
         self, messages: Sequence[Message], ctx: CurationContext, *, check: bool = False
     ) -> CurationResult:
-        """Curate `messages`. With `check`, assert the invariants after every curator."""
-        model, counter = ctx.model, ctx.counter
-        before = counter.count_messages(messages, model)
-        current: list[Message] = list(messages)
-        actions: list[Action] = []
+        """Curate `messages`. With `check`, assert the invariants after every curator.
+
+        Raises `AsyncOnlyError` when the chain holds an async curator.
+        """
+        if self.is_async:
+            names = [c.name for c, a in zip(self.curators, self._awaited, strict=True) if a]
+            raise AsyncOnlyError(names)
+        progress = _start(messages, ctx, check)
         for curator in self.curators:
-            out = curator.curate(current, ctx)
-            if check:
-                invariants.assert_ok(current, out.messages, ctx, curator.name)
-            if out.actions:
-                actions.extend(out.actions)
-                current = out.messages
-        after = counter.count_messages(current, model) if actions else before
-        return CurationResult(current, tuple(actions), before, after)
+            progress.apply(curator.name, curator.curate(progress.current, ctx))
+        return progress.result()
+
+    async def arun(
+        self, messages: Sequence[Message], ctx: CurationContext, *, check: bool = False
+    ) -> CurationResult:
+        """Like `run`, awaiting async curators; plain curators run inline, in order."""
+        progress = _start(messages, ctx, check)
+        for curator, awaited in zip(self.curators, self._awaited, strict=True):
+            if awaited and isinstance(curator, AsyncCurator):
+                out = await curator.acurate(progress.current, ctx)
+            else:
+                out = curator.curate(progress.current, ctx)
+            progress.apply(curator.name, out)
+        return progress.result()

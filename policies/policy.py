@@ -1,4 +1,8 @@
-"""A named policy: window and reserve settings, pins, overflow handling and its chain."""
+"""A named policy: window and reserve settings, pins, overflow handling and its chain.
+
+`curate` runs a chain of plain curators; `acurate` runs any chain, awaiting the curators
+that call out (the summarizer) through the `services` it is handed.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from policies.base import CurationContext, PinSpec
+from policies.base import CurationContext, PinSpec, Services
 from policies.chain import Chain, CurationResult
 from policies.messages import Message
 from policies.tokens import TokenCounter
@@ -51,13 +55,21 @@ class Policy:
         tools_tokens = counter.count_tools(tools, model) if tools else 0
         return Budget(window, reserve, tools_tokens, max(0, limit - tools_tokens))
 
-    def context(self, body: Mapping[str, Any], counter: TokenCounter) -> CurationContext:
+    @property
+    def is_async(self) -> bool:
+        """True when the chain awaits I/O: run it with `acurate`, not `curate`."""
+        return self.chain.is_async
+
+    def context(
+        self, body: Mapping[str, Any], counter: TokenCounter, services: Services | None = None
+    ) -> CurationContext:
         return CurationContext(
             model=str(body.get("model") or ""),
             counter=counter,
             budget=self.budget(body, counter).messages,
             pins=self.pins,
             on_overflow=self.on_overflow,
+            services=services,
         )
 
     def curate(
@@ -68,8 +80,23 @@ class Policy:
         *,
         check: bool = False,
     ) -> CurationResult:
-        """Run the chain on `messages` for the request `body` (model, tools, max_tokens)."""
+        """Run the chain on `messages` for the request `body` (model, tools, max_tokens).
+
+        Raises `AsyncOnlyError` when the chain holds an async curator (see `acurate`).
+        """
         return self.chain.run(messages, self.context(body, counter), check=check)
+
+    async def acurate(
+        self,
+        messages: Sequence[Message],
+        body: Mapping[str, Any],
+        counter: TokenCounter,
+        *,
+        services: Services | None = None,
+        check: bool = False,
+    ) -> CurationResult:
+        """Like `curate`, for any chain; async curators reach out only through `services`."""
+        return await self.chain.arun(messages, self.context(body, counter, services), check=check)
 
 
 def _requested_output(body: Mapping[str, Any]) -> int:

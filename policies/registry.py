@@ -12,8 +12,13 @@ from collections.abc import Mapping
 from policies.base import Curator
 from policies.budget import TokenBudget
 from policies.coherence import ToolPairCoherence
+from policies.dedupe import Dedupe
+from policies.history_retention import HistoryRetention
+from policies.role_truncation import RoleTruncation
+from policies.summarizer import Summarizer
 from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
+from policies.tool_use_clearing import ToolUseClearing
 from policies.turns import TurnWindow
 
 _CLASSES: tuple[type[Curator], ...] = (
@@ -22,6 +27,11 @@ _CLASSES: tuple[type[Curator], ...] = (
     ToolResultTruncation,
     TurnWindow,
     TokenBudget,
+    RoleTruncation,
+    HistoryRetention,
+    ToolUseClearing,
+    Dedupe,
+    Summarizer,
 )
 
 CURATORS: Mapping[str, type[Curator]] = types.MappingProxyType({c.name: c for c in _CLASSES})

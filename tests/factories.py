@@ -104,3 +104,8 @@ def text_part(text: str = "What is in this picture?") -> Msg:
 
 def image_part(url: str = "https://example.com/cat.png", detail: str = "low") -> Msg:
     return {"type": "image_url", "image_url": {"url": url, "detail": detail}}
+
+
+def tool_use(id: str, output: str | list[Msg], name: str = "read_file") -> list[Msg]:
+    """One assistant message calling `name`, and its result."""
+    return [assistant_calls(call(id, name)), tool_result(id, output)]

@@ -15,6 +15,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from policies.messages import units
 from tests import factories as f
 
 Msg = dict[str, Any]
@@ -152,3 +153,43 @@ broken_conversations = st.one_of(
     damaged_conversations(), st.lists(soup_messages(), min_size=1, max_size=12)
 )
 """Conversations in any order at all: what coherence repair must always make valid."""
+
+
+OUTPUT_POOL = tuple(f.long_text(n, w) for n, w in ((60, "line"), (300, "lorem"), (900, "données")))
+"""Tool outputs an agent session draws again and again, as agents re-read the same files."""
+
+
+@st.composite
+def agent_sessions(draw: Draw, max_steps: int = 10) -> list[Msg]:
+    """A coding-agent session: a task, then tool steps whose outputs often repeat, and now
+    and then a report and a follow-up from the user."""
+    counter = itertools.count()
+    messages: list[Msg] = [f.system(), f.user("Fix the failing test.")]
+    for _ in range(draw(st.integers(1, max_steps))):
+        if draw(st.integers(0, 4)) == 0:
+            messages += [f.assistant(draw(short_text)), draw(user_messages())]
+            continue
+        names = draw(st.lists(st.sampled_from(TOOL_NAMES), min_size=1, max_size=3))
+        calls = [f.call(f"call_{next(counter)}", name) for name in names]
+        messages.append(f.assistant_calls(*calls, content=draw(st.one_of(st.none(), short_text))))
+        for c in calls:
+            output = draw(st.one_of(st.sampled_from(OUTPUT_POOL), tool_outputs))
+            messages.append(f.tool_result(c["id"], output))
+    return messages
+
+
+@st.composite
+def growing(draw: Draw, base: st.SearchStrategy[list[Msg]]) -> tuple[list[Msg], list[Msg]]:
+    """(earlier, later): a valid conversation, and the same one a few turns later.
+
+    The earlier list ends at a unit boundary of the later one, so both are valid, as an
+    agent's successive requests are.
+    """
+    messages = list(draw(base))
+    starts = [u.start for u in units(messages)][1:]
+    if not starts:
+        messages.append(f.user("Go on."))
+        starts = [len(messages) - 1]
+    # Mostly late splits: an early state has too little history for curators to act on.
+    split = draw(st.sampled_from(starts[len(starts) // 2 :]))
+    return messages[:split], messages

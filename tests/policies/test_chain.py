@@ -10,10 +10,15 @@ from policies.base import Action, CurationContext, CuratorOutput, PinSpec
 from policies.budget import TokenBudget
 from policies.chain import Chain
 from policies.coherence import ToolPairCoherence
+from policies.dedupe import Dedupe
+from policies.history_retention import HistoryRetention
 from policies.messages import Message
 from policies.registry import CURATORS
+from policies.role_truncation import RoleTruncation
+from policies.summarizer import Summarizer
 from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
+from policies.tool_use_clearing import ToolUseClearing
 from policies.turns import TurnWindow
 from tests.factories import (
     assistant,
@@ -118,9 +123,16 @@ def test_registry_maps_yaml_names_to_curator_classes() -> None:
         "tool_result_truncation": ToolResultTruncation,
         "turn_window": TurnWindow,
         "token_budget": TokenBudget,
+        "role_truncation": RoleTruncation,
+        "history_retention": HistoryRetention,
+        "tool_use_clearing": ToolUseClearing,
+        "dedupe": Dedupe,
+        "summarizer": Summarizer,
     }
     for name, cls in CURATORS.items():
         assert cls.name == name
+        if cls is Summarizer:  # needs an upstream and a model, and only runs async
+            continue
         assert cls().curate([user()], ctx()).messages == [user()]
     with pytest.raises(TypeError):
         CURATORS["x"] = DropsFirst  # type: ignore[index]

@@ -59,23 +59,44 @@ def test_default_preset() -> None:
 def test_coding_agent_preset_pins_the_task_and_is_cache_friendly() -> None:
     policy = load_preset("coding-agent")
     assert policy.pins.first_user is True
-    found = dict(params("coding-agent"))
-    truncation = found["tool_result_truncation"]
-    assert (truncation["max_tokens"], truncation["keep_recent"]) == (1500, 3)
-    assert truncation["head_ratio"] == 0.6
-    assert found["token_budget"]["low_water"] == 0.6
-    assert policy.chain.names[-1] == "tool_pair_coherence"
-
-
-def test_chat_preset_keeps_a_turn_window() -> None:
-    policy = load_preset("chat")
     assert policy.chain.names == (
         "system_preservation",
-        "turn_window",
+        "tool_result_truncation",
+        "tool_use_clearing",
+        "dedupe",
         "token_budget",
         "tool_pair_coherence",
     )
-    assert dict(params("chat"))["turn_window"]["max_turns"] == 40
+    found = dict(params("coding-agent"))
+    truncation = found["tool_result_truncation"]
+    # keep_recent 0: a result is cut once, on arrival, never later (which breaks the cache).
+    assert (truncation["max_tokens"], truncation["keep_recent"]) == (6000, 0)
+    clearing = found["tool_use_clearing"]
+    assert (clearing["trigger_tokens"], clearing["keep"], clearing["clear_at_least"]) == (
+        16000,
+        3,
+        3000,
+    )
+    assert clearing["clear_arguments"] is False
+    assert found["token_budget"]["low_water"] == 0.6
+
+
+def test_chat_preset_is_cache_friendly() -> None:
+    policy = load_preset("chat")
+    assert policy.chain.names == (
+        "system_preservation",
+        "history_retention",
+        "role_truncation",
+        "token_budget",
+        "tool_pair_coherence",
+    )
+    found = dict(params("chat"))
+    assert found["history_retention"]["keep_recent_turns"] == 3
+    assert (found["role_truncation"]["max_messages"], found["role_truncation"]["low_water"]) == (
+        100,
+        0.7,
+    )
+    assert found["token_budget"]["low_water"] == 0.7
 
 
 def test_passthrough_preset_has_no_curators() -> None:

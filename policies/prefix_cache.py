@@ -1,0 +1,163 @@
+"""Prefix-cache pricing: what one conversation's requests cost when prompt prefixes are cached.
+
+Providers keep the prompts they have recently seen (for minutes) and bill input tokens of a
+prefix they already hold at a fraction of the normal price: OpenAI about 0.1 to 0.5
+depending on the model, Anthropic 0.1 for cache reads. OpenAI caches only prefixes of at
+least 1024 tokens, in 128-token steps beyond that. This is why curation must be prefix
+stable: a cut that moves every turn turns cheap cached tokens back into full-price ones.
+
+The model, on purpose no finer than what curation can change:
+- A prompt is a sequence of blocks: the tool definitions (one block), each message, and the
+  reply priming. Two prompts share a prefix as long as their leading blocks are identical.
+- Request k's cached tokens are the longest prefix it shares with ANY earlier request of
+  the sequence, rounded down to the increment, and zero below the minimum.
+- Cost is in units of one uncached input token: uncached + cached * `cached_price`.
+  Cache writes are free (OpenAI; Anthropic's 1.25x write premium is not modelled), and
+  output tokens are left out, as curation does not change them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from policies import params
+from policies.messages import Message
+from policies.tokens import REPLY_PRIMING, TokenCounter
+
+DEFAULT_CACHED_PRICE = 0.1
+MIN_CACHED_TOKENS = 1024
+CACHE_INCREMENT = 128
+_PRIMING_KEY = b"\0reply-priming"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A piece of a prompt that is cached whole or not at all: a digest and its tokens."""
+
+    key: bytes
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """A request as the prefix cache sees it: its blocks, in prompt order."""
+
+    blocks: tuple[Block, ...]
+
+    @property
+    def tokens(self) -> int:
+        return sum(b.tokens for b in self.blocks)
+
+
+def prompt_of(
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    model: str,
+    tools: Sequence[Mapping[str, Any]] = (),
+) -> Prompt:
+    """The blocks of a chat request: tools, each message, then the reply priming.
+
+    Its `tokens` equal `count_tools` plus `count_messages`, the request's prompt tokens.
+    """
+    blocks: list[Block] = []
+    if tools:
+        blocks.append(Block(b"T" + _digest(list(tools)), counter.count_tools(tools, model)))
+    sizes = counter.count_each(messages, model)
+    blocks.extend(Block(b"M" + _digest(m), n) for m, n in zip(messages, sizes, strict=True))
+    blocks.append(Block(_PRIMING_KEY, REPLY_PRIMING))
+    return Prompt(tuple(blocks))
+
+
+def _digest(value: object) -> bytes:
+    try:
+        data = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        # Not plain JSON (a library caller's own objects): repr is stable enough to compare.
+        data = repr(value).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCost:
+    """One request: its input tokens, how many of them were cached, and its cost in units."""
+
+    input_tokens: int
+    cached_tokens: int
+    cost: float
+
+    @property
+    def hit_ratio(self) -> float:
+        return self.cached_tokens / self.input_tokens if self.input_tokens else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceCost:
+    """Every request of a sequence, and their totals."""
+
+    requests: tuple[RequestCost, ...]
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(r.input_tokens for r in self.requests)
+
+    @property
+    def cached_tokens(self) -> int:
+        return sum(r.cached_tokens for r in self.requests)
+
+    @property
+    def cost(self) -> float:
+        return sum(r.cost for r in self.requests)
+
+    @property
+    def hit_ratio(self) -> float:
+        total = self.input_tokens
+        return self.cached_tokens / total if total else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixCache:
+    """A provider's prefix-cache pricing: the cached price and the caching granularity."""
+
+    cached_price: float = DEFAULT_CACHED_PRICE
+    """The price of a cached input token, as a fraction of an uncached one."""
+    min_tokens: int = MIN_CACHED_TOKENS
+    increment: int = CACHE_INCREMENT
+
+    def __post_init__(self) -> None:
+        price = params.ratio("cached_price", self.cached_price, allow_zero=True)
+        object.__setattr__(self, "cached_price", price)
+        params.integer("min_tokens", self.min_tokens, minimum=1)
+        params.integer("increment", self.increment, minimum=1)
+
+    def cacheable(self, shared: int) -> int:
+        """Tokens billed as cached when `shared` leading tokens match an earlier prompt."""
+        if shared < self.min_tokens:
+            return 0
+        return self.min_tokens + (shared - self.min_tokens) // self.increment * self.increment
+
+    def cost(self, input_tokens: int, cached_tokens: int) -> RequestCost:
+        units = input_tokens - cached_tokens + cached_tokens * self.cached_price
+        return RequestCost(input_tokens, cached_tokens, units)
+
+    def price(self, prompts: Iterable[Prompt]) -> SequenceCost:
+        """The cost of each prompt, sent in this order, each after all the earlier ones."""
+        # A trie of every block path seen so far: (parent node, block key) -> node.
+        seen: dict[tuple[int, bytes], int] = {}
+        costs: list[RequestCost] = []
+        for prompt in prompts:
+            node, shared, matching = 0, 0, True
+            for block in prompt.blocks:
+                child = seen.get((node, block.key)) if matching else None
+                if child is None:
+                    matching = False
+                    child = seen[(node, block.key)] = len(seen) + 1
+                else:
+                    shared += block.tokens
+                node = child
+            costs.append(self.cost(prompt.tokens, self.cacheable(shared)))
+        return SequenceCost(tuple(costs))

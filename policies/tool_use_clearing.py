@@ -1,0 +1,185 @@
+"""tool_use_clearing: once a conversation is big, old tool results make way (like
+Anthropic's clear_tool_uses_20250919).
+
+Nothing happens until the conversation exceeds `trigger_tokens`. Then older tool uses
+are cleared: each result's content becomes `[tool result cleared: <tool>, <size>]`, and
+with `clear_arguments` the call's arguments become `{"cleared": true}` (still valid JSON;
+legacy `function_call` arguments stay, as do calls of non-function tool types). The
+newest `keep` tool results stay whole, as do results of `exclude_tools`, pinned messages
+and the last unit. Pairs stay valid: no message is removed.
+
+Clearing works a tool block at a time (an assistant message with its results) and only in
+steps worth a cache break. Prefix caching: the blocks that may be cleared are those before
+the newest `keep` results, oldest first, each with the tokens clearing it would save.
+They are grouped into chunks from the start of the conversation, each chunk ending at the
+first block where its savings reach `clear_at_least`; only whole chunks are cleared. So:
+- the cleared region only grows as the conversation grows, and a cleared block is the
+  same bytes every turn (a placeholder depends only on its own result);
+- the region moves a whole chunk at a time, each clearing at least `clear_at_least`
+  tokens: the provider's cache breaks once per chunk, at the first newly cleared block,
+  instead of every turn, and never for a small gain;
+- `clear_at_least: 0` clears everything older than the newest `keep` results each turn.
+Curating again changes nothing: cleared results save nothing more, so what is left never
+completes a chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from policies import params
+from policies.base import Action, CurationContext, CuratorOutput
+from policies.describe import content_bytes, size_label
+from policies.messages import Message, Unit, opens_block, role, tool_names, units
+
+CLEARED_PREFIX = "[tool result cleared: "
+CLEARED_ARGUMENTS = '{"cleared": true}'
+
+
+def placeholder(tool: str, content: object) -> str:
+    """What a cleared result says instead of its content."""
+    return f"{CLEARED_PREFIX}{tool or 'unnamed tool'}, {size_label(content_bytes(content))}]"
+
+
+@dataclass(slots=True)
+class _Block:
+    """One tool block that may be cleared, and what clearing it would change."""
+
+    unit: Unit
+    replaced: dict[int, Message] = field(default_factory=dict)
+    saved: int = 0
+    tools: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUseClearing:
+    """Clears old tool results (and optionally their arguments) in cache-friendly steps."""
+
+    name: ClassVar[str] = "tool_use_clearing"
+
+    trigger_tokens: int = 100_000
+    keep: int = 3
+    clear_at_least: int = 0
+    exclude_tools: tuple[str, ...] = ()
+    clear_arguments: bool = False
+
+    def __post_init__(self) -> None:
+        params.integer("trigger_tokens", self.trigger_tokens, minimum=0)
+        params.integer("keep", self.keep, minimum=0)
+        params.integer("clear_at_least", self.clear_at_least, minimum=0)
+        object.__setattr__(self, "exclude_tools", params.names("exclude_tools", self.exclude_tools))
+        params.boolean("clear_arguments", self.clear_arguments)
+
+    def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
+        total = ctx.counter.count_messages(messages, ctx.model) if messages else 0
+        if total <= self.trigger_tokens:
+            return CuratorOutput(list(messages))
+        blocks = self._clearable(messages, ctx)
+        chosen = blocks[: self._blocks_to_clear([b.saved for b in blocks])]
+        chosen = [b for b in chosen if b.replaced]
+        if not chosen:
+            return CuratorOutput(list(messages))
+        out = list(messages)
+        actions: list[Action] = []
+        for block in chosen:
+            for i, msg in block.replaced.items():
+                out[i] = msg
+            tools = ", ".join(sorted({repr(t) for t in block.tools}))
+            what = f"{len(block.tools)} old result(s) of {tools}" if tools else "call arguments"
+            reason = (
+                f"cleared {what}: the conversation has {total:,} tokens, "
+                f"over the trigger of {self.trigger_tokens:,}"
+            )
+            indexes = tuple(sorted(block.replaced))
+            actions.append(Action(self.name, "replace", indexes, block.saved, reason))
+        return CuratorOutput(out, tuple(actions))
+
+    def _blocks_to_clear(self, savings: list[int]) -> int:
+        """How many of the oldest clearable blocks to clear: whole chunks only.
+
+        Chunks are cut greedily from the start of the conversation: each ends at the first
+        block where its savings reach `clear_at_least`. A later block never moves an earlier
+        chunk's end, so the cleared region only grows, a chunk at a time.
+        """
+        step = max(1, self.clear_at_least)
+        cleared = chunk = 0
+        for k, saved in enumerate(savings, 1):
+            chunk += saved
+            if chunk >= step:
+                cleared, chunk = k, 0
+        return cleared
+
+    def _clearable(self, messages: Sequence[Message], ctx: CurationContext) -> list[_Block]:
+        """The blocks older than the newest `keep` results, oldest first, with their savings."""
+        found = units(messages)
+        results = [i for u in found if opens_block(messages[u.start]) for i in u.indexes()[1:]]
+        if self.keep > len(results):
+            return []
+        newest = results[-self.keep] if self.keep else len(messages)
+        pinned = ctx.pinned(messages)
+        blocks: list[_Block] = []
+        for unit in found[:-1]:
+            if unit.stop > newest:
+                break
+            if opens_block(messages[unit.start]) and pinned.isdisjoint(unit.indexes()):
+                blocks.append(self._plan(messages, unit, ctx))
+        return blocks
+
+    def _plan(self, messages: Sequence[Message], unit: Unit, ctx: CurationContext) -> _Block:
+        """What clearing this block would replace, and the tokens it would save."""
+        counter, model = ctx.counter, ctx.model
+        head = messages[unit.start]
+        names = tool_names(head)
+        block = _Block(unit)
+        cleared_ids: set[str] = set()
+        for i in unit.indexes()[1:]:
+            msg = messages[i]
+            tool = _tool_of(msg, names)
+            if tool in self.exclude_tools:
+                continue
+            content = msg.get("content")
+            if not (isinstance(content, str) and content.startswith(CLEARED_PREFIX)):
+                new = {**msg, "content": placeholder(tool, content)}
+                saved = counter.count_message(msg, model) - counter.count_message(new, model)
+                if saved <= 0:
+                    continue
+                block.replaced[i], block.saved = new, block.saved + saved
+                block.tools.append(tool)
+            tid = msg.get("tool_call_id")
+            if isinstance(tid, str):
+                cleared_ids.add(tid)
+        if self.clear_arguments and cleared_ids:
+            new_head = _without_arguments(head, cleared_ids)
+            saved = counter.count_message(head, model) - counter.count_message(new_head, model)
+            if saved > 0:
+                block.replaced[unit.start], block.saved = new_head, block.saved + saved
+        return block
+
+
+def _tool_of(msg: Message, names: Mapping[str, str]) -> str:
+    if role(msg) == "function":
+        name = msg.get("name")
+        return name if isinstance(name, str) else ""
+    tid = msg.get("tool_call_id")
+    return names.get(tid, "") if isinstance(tid, str) else ""
+
+
+def _without_arguments(head: Message, ids: set[str]) -> Message:
+    """`head` with the arguments of the calls in `ids` replaced by `CLEARED_ARGUMENTS`."""
+    calls = head.get("tool_calls")
+    if not isinstance(calls, list):
+        return head
+    out: list[Any] = []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        if (
+            isinstance(call, Mapping)
+            and call.get("id") in ids
+            and isinstance(fn, Mapping)
+            and isinstance(fn.get("arguments"), str)
+        ):
+            call = {**call, "function": {**fn, "arguments": CLEARED_ARGUMENTS}}
+        out.append(call)
+    return {**head, "tool_calls": out}
