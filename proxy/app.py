@@ -1,0 +1,305 @@
+"""The ASGI app: `GET /healthz`, and every path under `/v1/` proxied upstream.
+
+Starlette does the lifespan and everything but `/v1/*`, which is a pure-ASGI endpoint:
+the relay needs the raw `receive` (to notice a client leaving) and raw header bytes, and
+a Request/StreamingResponse round trip costs throughput for nothing. The lifespan owns the
+upstream client and the process-wide TokenCounter; nothing lives at module level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any
+
+import httpx
+import orjson
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from policies.base import Services
+from policies.summary_cache import SummaryCache
+from policies.tokens import TokenCounter
+from proxy.chat import CHAT_PATH, ChatPlan, ChatSetup, plan_chat
+from proxy.config import Config, UpstreamConfig
+from proxy.config import Route as ConfigRoute
+from proxy.errors import JSON_HEADERS, ProxyError, no_route, request_too_large
+from proxy.forward import Relay, forward, request_headers, upstream_url
+from proxy.record import ExchangeRecord, Observer, Outcome, notify
+from proxy.routing import select_route
+from proxy.upstream import UpstreamClient, UpstreamRequest, open_client
+
+log = logging.getLogger("curator.app")
+
+MAX_BODY_BYTES = 64 * 1024 * 1024
+POLICY_HEADER = b"x-curator-policy"
+PRELOADED_MODELS = ("gpt-4o",)
+"""Models whose encodings are loaded at startup: o200k_base, tiktoken's default. Others
+(cl100k_base: ~30 MB, ~0.2 s) load off the event loop on the first request needing them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """Per-process state the lifespan builds and every request reads."""
+
+    config: Config
+    client: UpstreamClient
+    chat: ChatSetup
+    observers: tuple[Observer, ...]
+    max_body_bytes: int
+    caches: Mapping[str, SummaryCache]
+    """Summary caches shared by the config's summarizers (empty without any)."""
+    route_by_headers: bool
+    """Some route matches on headers, so non-chat requests need a header map."""
+    route_by_model: bool
+    """Some route matches on the model, so non-chat JSON bodies are sniffed for it."""
+
+
+def create_app(
+    config: Config,
+    transport: httpx.AsyncBaseTransport | None = None,
+    *,
+    observers: Sequence[Observer] = (),
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Starlette:
+    """Build the proxy for `config`; `transport` swaps aiohttp for an httpx transport."""
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        counter = TokenCounter(config.models)
+        await asyncio.to_thread(preload, counter)
+        chat = ChatSetup(config, counter, {counter.encoding_name(m) for m in PRELOADED_MODELS})
+        async with AsyncExitStack() as stack:
+            client = await stack.enter_async_context(open_client(transport))
+            caches: Mapping[str, SummaryCache] = {}
+            if any(p.is_async for p in config.policies.values()):
+                # Imported only when a policy summarizes: its redis client alone costs
+                # ~7 MB of RSS in every worker.
+                from proxy.summarize import open_caches
+
+                caches = await stack.enter_async_context(open_caches(config))
+            yield {
+                "edge": Edge(
+                    config,
+                    client,
+                    chat,
+                    tuple(observers),
+                    max_body_bytes,
+                    caches,
+                    route_by_headers=any(r.match.headers for r in config.routes),
+                    route_by_model=any(r.match.model is not None for r in config.routes),
+                )
+            }
+
+    return Starlette(
+        routes=[Route("/healthz", healthz, methods=["GET"])],
+        middleware=[Middleware(ProxyFirst)],
+        lifespan=lifespan,
+    )
+
+
+class ProxyFirst:
+    """Pure-ASGI middleware that hands `/v1/*` straight to the proxy endpoint.
+
+    Starlette's router and exception middleware cost ~8 us per request (measured), a few
+    percent of a proxied request; `/healthz`, 404s and the lifespan still go through it,
+    and its error middleware still wraps the proxy.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            await proxy_endpoint(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+def preload(counter: TokenCounter) -> None:
+    """Load the common encodings now, so no request pays for reading BPE files."""
+    for model in PRELOADED_MODELS:
+        counter.encoder(model)
+
+
+async def healthz(_request: Request) -> Response:
+    return Response(b'{"status":"ok"}', media_type="application/json")
+
+
+class _ClientGone(Exception):
+    """The client disconnected while its request body was being read."""
+
+
+async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+    """Forward one `/v1/*` request (curating chat completions) and record it."""
+    edge: Edge = scope["state"]["edge"]
+    exchange = _Exchange(scope, edge)
+    try:
+        await exchange.run(receive, send)
+    finally:
+        if edge.observers:
+            notify(edge.observers, exchange.record())
+
+
+class _Exchange:
+    """One request's journey; its fields become the ExchangeRecord."""
+
+    def __init__(self, scope: Scope, edge: Edge) -> None:
+        self.scope = scope
+        self.edge = edge
+        self.id = os.urandom(16).hex()
+        self.started = perf_counter()
+        self.started_at = time.time()
+        self.path: str = scope["path"]
+        self.upstream: UpstreamConfig | None = None
+        self.plan: ChatPlan | None = None
+        self.route: str | None = None
+        self.relay = Relay(self.id)
+        self.headers: list[tuple[bytes, bytes]] = [(b"x-curator-request-id", self.id.encode())]
+        """The x-curator-* response headers, on success and on the proxy's own errors."""
+        self.status: int | None = None
+        self.outcome: Outcome = "ok"
+        self.error: str | None = None
+
+    async def run(self, receive: Receive, send: Send) -> None:
+        try:
+            body = await _read_body(receive, self.edge.max_body_bytes)
+            request = await self._prepare(body)
+            await forward(self.edge.client, request, receive, send, self.headers, self.relay)
+            self.status, self.outcome = self.relay.status, self.relay.outcome
+            self.error = self.relay.error
+        except _ClientGone:
+            self.outcome = "client_disconnect"
+        except ProxyError as err:
+            self.outcome = "upstream_error" if err.status in (502, 504) else "proxy_error"
+            self.status, self.error = err.status, err.code
+            await send_error(send, err, self.headers)
+        except BaseException:
+            self.outcome = "upstream_error" if self.relay.status else "proxy_error"
+            raise
+
+    async def _prepare(self, body: bytes) -> UpstreamRequest:
+        edge, scope = self.edge, self.scope
+        if scope["method"] == "POST" and self.path == CHAT_PATH:
+            wanted = edge.route_by_headers or _names(scope["headers"], POLICY_HEADER)
+            headers = _header_map(scope["headers"]) if wanted else {}
+            self.plan = await plan_chat(body, self.path, headers, edge.chat, self._services_for)
+            route, body = self.plan.route, self.plan.body
+            self.headers.extend(self.plan.headers)
+        else:
+            headers = _header_map(scope["headers"]) if edge.route_by_headers else {}
+            model = _sniff_model(body) if edge.route_by_model else None
+            found = select_route(edge.config.routes, self.path, model, headers)
+            if found is None:
+                raise no_route()
+            route = found
+        self.route = route.name
+        self.upstream = upstream = edge.config.upstreams[route.upstream]
+        return UpstreamRequest(
+            method=scope["method"],
+            url=upstream_url(
+                upstream.base_url, scope.get("raw_path"), scope["path"], scope["query_string"]
+            ),
+            headers=request_headers(scope["headers"], upstream.api_key),
+            body=body,
+            connect_timeout_s=upstream.connect_timeout_s,
+            read_timeout_s=upstream.read_timeout_s,
+        )
+
+    def _services_for(self, route: ConfigRoute) -> Services:
+        """Summarizer services for this request (async chains only)."""
+        from proxy.summarize import services_for  # see the lifespan: loaded when needed
+
+        edge = self.edge
+        authorization = next(
+            (v for n, v in self.scope["headers"] if n.lower() == b"authorization"), None
+        )
+        return services_for(
+            edge.client,
+            edge.config,
+            edge.caches,
+            authorization=authorization,
+            route_upstream=route.upstream,
+        )
+
+    def record(self) -> ExchangeRecord:
+        plan, relay = self.plan, self.relay
+        ttfb = relay.first_byte_at - self.started if relay.first_byte_at is not None else None
+        return ExchangeRecord(
+            id=self.id,
+            started_at=self.started_at,
+            method=self.scope["method"],
+            path=self.path,
+            route=self.route,
+            upstream=self.upstream.name if self.upstream is not None else None,
+            policy=plan.policy if plan else None,
+            model=plan.model if plan else None,
+            skipped=plan.skipped if plan else None,
+            body=plan.parsed if plan else None,
+            original=plan.original if plan else None,
+            curated=plan.curated if plan else None,
+            actions=plan.actions if plan else (),
+            tokens_before=plan.tokens_before if plan else None,
+            tokens_after=plan.tokens_after if plan else None,
+            curation_s=plan.curation_s if plan else None,
+            summary=plan.summary if plan else None,
+            status=self.status,
+            upstream_status=relay.status,
+            latency_s=perf_counter() - self.started,
+            ttfb_s=ttfb,
+            outcome=self.outcome,
+            error=self.error,
+        )
+
+
+async def send_error(send: Send, err: ProxyError, headers: Sequence[tuple[bytes, bytes]]) -> None:
+    body = err.body()
+    start_headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": err.status, "headers": start_headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _ClientGone
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise request_too_large(limit)
+        if not message.get("more_body", False):
+            return b"".join((*chunks, chunk)) if chunks else chunk
+        chunks.append(chunk)
+
+
+def _names(raw: Sequence[tuple[bytes, bytes]], name: bytes) -> bool:
+    return any(n == name for n, _ in raw)
+
+
+def _header_map(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
+    return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw}
+
+
+def _sniff_model(body: bytes) -> str | None:
+    """The `model` of a JSON body (embeddings, completions...), for model-based routes."""
+    if not body or not body.lstrip().startswith(b"{"):
+        return None
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    model = parsed.get("model") if isinstance(parsed, dict) else None
+    return model if isinstance(model, str) else None

@@ -1,0 +1,1 @@
+"""Test doubles that talk real HTTP: a strict fake OpenAI server and a uvicorn runner."""
