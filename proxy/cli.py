@@ -1,4 +1,5 @@
-"""The `curator` command: `serve` runs the proxy, `check` validates and explains a config.
+"""The `curator` command: `serve` runs the proxy, `check` validates and explains a config,
+`simulate` shows offline what a policy would do to recorded requests.
 
 Each subcommand is a parser entry plus a handler `(args) -> exit code`, so `simulate` and
 `audit` slot in beside them.
@@ -50,7 +51,49 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="validate a config and show its routes and policies")
     _add_config_arg(check)
     check.set_defaults(handler=_check)
+    _add_simulate(commands)
     return parser
+
+
+def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    simulate = commands.add_parser(
+        "simulate",
+        help="show offline what a policy does to recorded requests and what they would cost",
+        description="Curate a chat request (JSON) or a conversation's successive requests "
+        "(JSONL: requests or `curator audit export` records) as the proxy would, offline, "
+        "and show each curator's actions, tokens before/after and the prefix-cache cost.",
+    )
+    _add_config_arg(simulate)
+    target = simulate.add_mutually_exclusive_group()
+    target.add_argument("--route", help="use this route's policy (default: the routed one)")
+    target.add_argument("--policy", help="use this named policy, or preset:<name>")
+    simulate.add_argument("input", metavar="INPUT", help="a JSON or JSONL file, or - for stdin")
+    simulate.add_argument("--model", help="replace each request's model")
+    simulate.add_argument("--diff", action="store_true", help="show a diff of the messages")
+    simulate.add_argument("--json", action="store_true", help="print JSON for machines")
+    simulate.add_argument(
+        "--allow-calls",
+        action="store_true",
+        help="let a summarizer call its model (else a placeholder stands in for the summary)",
+    )
+    simulate.add_argument(
+        "--cached-price",
+        type=_fraction,
+        default=0.1,
+        metavar="F",
+        help="price of a cached input token, as a fraction of the input price (default 0.1)",
+    )
+    simulate.set_defaults(handler=_simulate)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text}")
+    return value
 
 
 def _add_config_arg(parser: argparse.ArgumentParser) -> None:
@@ -111,6 +154,27 @@ def _check(args: argparse.Namespace) -> int:
         return 1
     print(format_config(config))
     return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    try:
+        config, _ = _load(args.config)
+    except ConfigError as exc:
+        _print_problems(exc)
+        return 1
+    from proxy import simulate
+
+    options = simulate.Options(
+        input=args.input,
+        route=args.route,
+        policy=args.policy,
+        model=args.model,
+        allow_calls=args.allow_calls,
+        cached_price=args.cached_price,
+        diff=args.diff,
+        json=args.json,
+    )
+    return simulate.run(config, options)
 
 
 def _print_problems(exc: ConfigError) -> None:

@@ -44,7 +44,7 @@ def test_check_prints_routes_and_chains(capsys: pytest.CaptureFixture[str]) -> N
     assert "     upstream: openai https://api.openai.com/v1 (client's Authorization passed" in out
     assert "     policy: agents (x-curator-policy header allowed)\n" in out
     assert "  3. default\n     match: everything\n" in out
-    assert "      - turn_window: {max_turns: 40}\n" in out
+    assert "      - turn_window: {max_turns: 50}\n" in out
     assert "      - system_preservation: {roles: [system, developer], pin_first_user: true}" in out
     assert "  llama-3.1-70b*: context_window 131072, max_input_tokens 120000, cl100k_base" in out
     assert "    curators: none (requests pass through unchanged)" in out

@@ -1,0 +1,134 @@
+"""INPUT for `curator simulate`, read liberally so that whatever a user has at hand works:
+
+- one JSON value: a chat request (`{"model", "messages", ...}`), an audit record, an array
+  of those, or a bare array of messages (one request);
+- JSONL: one request or audit record per line, a conversation's successive requests
+  (`curator audit export` output works as is). Blank lines are skipped.
+An object is a request when it has a `messages` list, wraps one under `request` or `body`,
+or is an audit record holding the client's messages under `original` (with its `model` and
+any `tools`). Audit records of summarizer calls are skipped: they are not client requests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policies.messages import Message
+
+Body = dict[str, Any]
+
+
+class SimulateError(Exception):
+    """A problem with the input or the command line: one line on stderr, exit status 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One request of the input: its line, and the chat request body it stands for."""
+
+    line: int
+    body: Body
+
+    @property
+    def model(self) -> str:
+        return str(self.body.get("model") or "")
+
+    @property
+    def messages(self) -> list[Message]:
+        messages: list[Message] = self.body["messages"]
+        return messages
+
+    @property
+    def tools(self) -> list[Mapping[str, Any]]:
+        tools = self.body.get("tools")
+        return [t for t in tools if isinstance(t, Mapping)] if isinstance(tools, list) else []
+
+
+def read_requests(path: str, text: str) -> list[Request]:
+    """Parse INPUT (see the module docstring); errors name the file and the line."""
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        raise SimulateError(f"{path}: empty input; expected a chat request as JSON, or JSONL")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if _is_json(lines[first]):  # a complete value on the first line: JSONL
+            return _read_jsonl(path, lines)
+        raise SimulateError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    if isinstance(value, list) and value and all(_is_message(m) for m in value):
+        value = {"messages": value}
+    if isinstance(value, list):
+        found = [_request(item, f"{path}: [{i}]", first + 1) for i, item in enumerate(value)]
+    else:
+        found = [_request(value, path, first + 1)]
+    return _nonempty(path, found)
+
+
+def _read_jsonl(path: str, lines: Sequence[str]) -> list[Request]:
+    found: list[Request | None] = []
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as exc:
+                where = f"{path}:{number}: invalid JSON (column {exc.colno})"
+                raise SimulateError(f"{where}: {exc.msg}") from None
+            found.append(_request(item, f"{path}:{number}", number))
+    return _nonempty(path, found)
+
+
+def _request(item: object, where: str, line: int) -> Request | None:
+    """The request an input object stands for; None for a summarizer's audit record."""
+    if not isinstance(item, dict):
+        expected = "a chat request or an audit record (a JSON object)"
+        raise SimulateError(f"{where}: expected {expected}, got {_json_kind(item)}")
+    if item.get("kind") == "summarizer":
+        return None
+    inner = next((item[k] for k in ("request", "body") if isinstance(item.get(k), dict)), None)
+    if inner is not None and not isinstance(item.get("messages"), list):
+        return _request({"model": item.get("model"), **inner}, where, line)
+    if isinstance(item.get("messages"), list):
+        body = dict(item)
+    elif isinstance(item.get("original"), list):
+        body = {"model": item.get("model"), "messages": item["original"]}
+        body.update({"tools": item["tools"]} if isinstance(item.get("tools"), list) else {})
+    else:
+        raise SimulateError(
+            f'{where}: expected a chat request with a "messages" list, a "request" object, '
+            f'or an audit record with an "original" list; found keys: {", ".join(item) or "none"}'
+        )
+    for i, msg in enumerate(body["messages"]):
+        if not _is_message(msg):
+            got = _json_kind(msg)
+            raise SimulateError(
+                f'{where}: messages[{i}]: expected an object with a "role", got {got}'
+            )
+    return Request(line, body)
+
+
+def _nonempty(path: str, found: Sequence[Request | None]) -> list[Request]:
+    requests = [r for r in found if r is not None]
+    if not requests:
+        raise SimulateError(f"{path}: no chat requests (only audit records of summarizer calls)")
+    return requests
+
+
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+def _is_message(value: object) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("role"), str)
+
+
+def _json_kind(value: object) -> str:
+    kinds = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+    return "null" if value is None else kinds.get(type(value), "a number")
