@@ -70,7 +70,11 @@ def parse(text: str, file: str, *, env: Mapping[str, str] | None = None) -> Loca
 
     With `env`, `${VAR}` references in scalar values are substituted from it.
     """
-    loader = yaml.SafeLoader(text)
+    try:
+        # The reader rejects control characters as soon as it is built.
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([Problem(file, None, "", f"invalid YAML: {exc}")]) from exc
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:

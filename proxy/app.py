@@ -1,9 +1,11 @@
-"""The ASGI app: `GET /healthz`, and every path under `/v1/` proxied upstream.
+"""The ASGI app: `GET /healthz`, `GET /metrics` (see `metrics:`), and every path under `/v1/`
+proxied upstream.
 
 Starlette does the lifespan and everything but `/v1/*`, which is a pure-ASGI endpoint:
 the relay needs the raw `receive` (to notice a client leaving) and raw header bytes, and
 a Request/StreamingResponse round trip costs throughput for nothing. The lifespan owns the
-upstream client and the process-wide TokenCounter; nothing lives at module level.
+upstream client, the process-wide TokenCounter, and the metrics and audit writer
+(`proxy.observers`); nothing lives at module level.
 """
 
 from __future__ import annotations
@@ -14,12 +16,11 @@ import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import Any
 
 import httpx
-import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -30,12 +31,25 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from policies.base import Services
 from policies.summary_cache import SummaryCache
 from policies.tokens import TokenCounter
+from proxy.audit.sse import SSEAccumulator
 from proxy.chat import CHAT_PATH, ChatPlan, ChatSetup, plan_chat
 from proxy.config import Config, UpstreamConfig
 from proxy.config import Route as ConfigRoute
-from proxy.errors import JSON_HEADERS, ProxyError, no_route, request_too_large
+from proxy.errors import JSON_HEADERS, ProxyError, no_route
 from proxy.forward import Relay, forward, request_headers, upstream_url
-from proxy.record import ExchangeRecord, Observer, Outcome, notify
+from proxy.guard import Guard
+from proxy.incoming import (
+    ClientGone,
+    client_credential,
+    has_header,
+    header_map,
+    read_body,
+    sniff_model,
+)
+from proxy.metrics import Metrics
+from proxy.observers import metrics_routes, open_observability
+from proxy.record import ExchangeRecord, Observer, Outcome, SummaryCall, notify, recording
+from proxy.reload import WATCH_INTERVAL_S, reloading
 from proxy.routing import select_route
 from proxy.upstream import UpstreamClient, UpstreamRequest, open_client
 
@@ -63,6 +77,8 @@ class Edge:
     """Some route matches on headers, so non-chat requests need a header map."""
     route_by_model: bool
     """Some route matches on the model, so non-chat JSON bodies are sniffed for it."""
+    metrics: Metrics | None = None
+    """None when `metrics.enabled` is false."""
 
 
 def create_app(
@@ -71,15 +87,23 @@ def create_app(
     *,
     observers: Sequence[Observer] = (),
     max_body_bytes: int = MAX_BODY_BYTES,
+    watch_interval_s: float | None = WATCH_INTERVAL_S,
 ) -> Starlette:
-    """Build the proxy for `config`; `transport` swaps aiohttp for an httpx transport."""
+    """Build the proxy for `config`; `transport` swaps aiohttp for an httpx transport.
+
+    A config read from a file reloads when its files change (polled every
+    `watch_interval_s`; None: never) and on SIGHUP; see `proxy.reload`.
+    """
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        counter = TokenCounter(config.models)
-        await asyncio.to_thread(preload, counter)
-        chat = ChatSetup(config, counter, {counter.encoding_name(m) for m in PRELOADED_MODELS})
         async with AsyncExitStack() as stack:
+            # Per worker process: the audit writer's thread does not survive a fork.
+            seen = await stack.enter_async_context(open_observability(config, observers))
+            counter = TokenCounter(config.models, on_fallback=seen.tokenizer_fallback)
+            await asyncio.to_thread(preload, counter)
+            loaded = {counter.encoding_name(m) for m in PRELOADED_MODELS}
+            chat = ChatSetup(config, counter, loaded)
             client = await stack.enter_async_context(open_client(transport))
             caches: Mapping[str, SummaryCache] = {}
             if any(p.is_async for p in config.policies.values()):
@@ -88,22 +112,33 @@ def create_app(
                 from proxy.summarize import open_caches
 
                 caches = await stack.enter_async_context(open_caches(config))
-            yield {
-                "edge": Edge(
-                    config,
-                    client,
-                    chat,
-                    tuple(observers),
-                    max_body_bytes,
-                    caches,
-                    route_by_headers=any(r.match.headers for r in config.routes),
-                    route_by_model=any(r.match.model is not None for r in config.routes),
+            edge = Edge(
+                config,
+                client,
+                chat,
+                seen.observers,
+                max_body_bytes,
+                caches,
+                route_by_headers=any(r.match.headers for r in config.routes),
+                route_by_model=any(r.match.model is not None for r in config.routes),
+                metrics=seen.metrics,
+            )
+            reloader = await stack.enter_async_context(
+                reloading(
+                    edge,
+                    on_reload=seen.config_reloaded,
+                    counter_for=lambda models: TokenCounter(
+                        models, on_fallback=seen.tokenizer_fallback
+                    ),
+                    interval_s=watch_interval_s,
                 )
-            }
+            )
+            # A reload swaps `live.current`; each exchange reads it once, at its start.
+            yield {"edge": reloader.live, "reloader": reloader}
 
     return Starlette(
-        routes=[Route("/healthz", healthz, methods=["GET"])],
-        middleware=[Middleware(ProxyFirst)],
+        routes=[Route("/healthz", healthz, methods=["GET"]), *metrics_routes(config)],
+        middleware=[Middleware(Guard, config=config), Middleware(ProxyFirst)],
         lifespan=lifespan,
     )
 
@@ -136,17 +171,17 @@ async def healthz(_request: Request) -> Response:
     return Response(b'{"status":"ok"}', media_type="application/json")
 
 
-class _ClientGone(Exception):
-    """The client disconnected while its request body was being read."""
-
-
 async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
     """Forward one `/v1/*` request (curating chat completions) and record it."""
-    edge: Edge = scope["state"]["edge"]
+    edge: Edge = scope["state"]["edge"].current
     exchange = _Exchange(scope, edge)
+    if edge.metrics is not None:
+        edge.metrics.inflight.inc()
     try:
         await exchange.run(receive, send)
     finally:
+        if edge.metrics is not None:
+            edge.metrics.inflight.dec()
         if edge.observers:
             notify(edge.observers, exchange.record())
 
@@ -170,15 +205,16 @@ class _Exchange:
         self.status: int | None = None
         self.outcome: Outcome = "ok"
         self.error: str | None = None
+        self.summary_calls: list[SummaryCall] = []
 
     async def run(self, receive: Receive, send: Send) -> None:
         try:
-            body = await _read_body(receive, self.edge.max_body_bytes)
+            body = await read_body(receive, self.edge.max_body_bytes)
             request = await self._prepare(body)
             await forward(self.edge.client, request, receive, send, self.headers, self.relay)
             self.status, self.outcome = self.relay.status, self.relay.outcome
             self.error = self.relay.error
-        except _ClientGone:
+        except ClientGone:
             self.outcome = "client_disconnect"
         except ProxyError as err:
             self.outcome = "upstream_error" if err.status in (502, 504) else "proxy_error"
@@ -186,19 +222,24 @@ class _Exchange:
             await send_error(send, err, self.headers)
         except BaseException:
             self.outcome = "upstream_error" if self.relay.status else "proxy_error"
+            self.status, self.error = self.relay.status, self.relay.error
             raise
 
     async def _prepare(self, body: bytes) -> UpstreamRequest:
         edge, scope = self.edge, self.scope
         if scope["method"] == "POST" and self.path == CHAT_PATH:
-            wanted = edge.route_by_headers or _names(scope["headers"], POLICY_HEADER)
-            headers = _header_map(scope["headers"]) if wanted else {}
+            wanted = edge.route_by_headers or has_header(scope["headers"], POLICY_HEADER)
+            headers = header_map(scope["headers"]) if wanted else {}
             self.plan = await plan_chat(body, self.path, headers, edge.chat, self._services_for)
             route, body = self.plan.route, self.plan.body
             self.headers.extend(self.plan.headers)
+            audit = edge.config.audit
+            if audit.enabled and self.plan.mode != "off":
+                self.relay.tap = SSEAccumulator()
+                self.relay.tap_errors_only = not audit.store_responses
         else:
-            headers = _header_map(scope["headers"]) if edge.route_by_headers else {}
-            model = _sniff_model(body) if edge.route_by_model else None
+            headers = header_map(scope["headers"]) if edge.route_by_headers else {}
+            model = sniff_model(body) if edge.route_by_model else None
             found = select_route(edge.config.routes, self.path, model, headers)
             if found is None:
                 raise no_route()
@@ -224,13 +265,17 @@ class _Exchange:
         authorization = next(
             (v for n, v in self.scope["headers"] if n.lower() == b"authorization"), None
         )
-        return services_for(
+        services = services_for(
             edge.client,
             edge.config,
             edge.caches,
             authorization=authorization,
             route_upstream=route.upstream,
         )
+        if not edge.config.audit.enabled:
+            return services
+        # Each model call gets its own audit record, linked to this request.
+        return replace(services, complete=recording(services.complete, self.summary_calls))
 
     def record(self) -> ExchangeRecord:
         plan, relay = self.plan, self.relay
@@ -259,6 +304,10 @@ class _Exchange:
             ttfb_s=ttfb,
             outcome=self.outcome,
             error=self.error,
+            mode=plan.mode if plan else None,
+            authorization=client_credential(self.scope["headers"]) if plan else None,
+            response=relay.tap,
+            summary_calls=tuple(self.summary_calls),
         )
 
 
@@ -267,39 +316,3 @@ async def send_error(send: Send, err: ProxyError, headers: Sequence[tuple[bytes,
     start_headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *headers]
     await send({"type": "http.response.start", "status": err.status, "headers": start_headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _ClientGone
-        chunk: bytes = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise request_too_large(limit)
-        if not message.get("more_body", False):
-            return b"".join((*chunks, chunk)) if chunks else chunk
-        chunks.append(chunk)
-
-
-def _names(raw: Sequence[tuple[bytes, bytes]], name: bytes) -> bool:
-    return any(n == name for n, _ in raw)
-
-
-def _header_map(raw: Sequence[tuple[bytes, bytes]]) -> dict[str, str]:
-    return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw}
-
-
-def _sniff_model(body: bytes) -> str | None:
-    """The `model` of a JSON body (embeddings, completions...), for model-based routes."""
-    if not body or not body.lstrip().startswith(b"{"):
-        return None
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None
-    model = parsed.get("model") if isinstance(parsed, dict) else None
-    return model if isinstance(model, str) else None

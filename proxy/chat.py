@@ -4,6 +4,10 @@ Fail-open lives here, in one place: a body the proxy cannot read, or a curator t
 raises, sends the client's exact bytes upstream with `x-curator-skipped: <reason>`. The
 only curation outcome that fails a request is a policy's `on_overflow: reject`.
 
+A route's mode decides what curation may do. `enforce` sends the curated request.
+`shadow` runs the chain and reports what it would have done (headers, record), but sends
+the client's exact bytes and never rejects. `off` only routes: nothing is counted.
+
 Planning is plain synchronous code. Small bodies are planned on the event loop; big
 ones in a worker thread, because a cold 127k-token request spends tens of milliseconds
 in tiktoken (which releases the GIL) and the loop must keep relaying other streams.
@@ -28,13 +32,17 @@ from policies.chain import CurationResult
 from policies.errors import ContextOverflow
 from policies.messages import Message
 from policies.tokens import TokenCounter
-from proxy.config import Config, Route
+from proxy.config import Config, Mode, Route
 from proxy.errors import context_length_exceeded, no_route
+from proxy.limits import check_chat
 from proxy.routing import PolicyChoice, choose_policy, select_route
 
 log = logging.getLogger("curator.chat")
 
 CHAT_PATH = "/v1/chat/completions"
+MODE_HEADER = b"x-curator-mode"
+WOULD_REJECT = "would_reject"
+"""Skip reason in shadow mode when the policy would have answered 400 (on_overflow: reject)."""
 OFFLOAD_BYTES = 64 * 1024
 """Bodies at least this big are planned in a worker thread (see the module docstring)."""
 
@@ -61,6 +69,8 @@ class ChatPlan:
     """Time spent curating, model calls of a summarizer included."""
     summary: SummaryStats | None = None
     """What summarizers did (async chains only)."""
+    mode: Mode = "enforce"
+    """In `shadow`, `curated`, `actions` and `tokens_after` are what enforce would send."""
 
 
 ServicesFor = Callable[[Route], Services]
@@ -161,11 +171,14 @@ def read_request(
 ) -> ChatPlan | ChatRequest:
     """Parse and route; a body that cannot be curated comes back as a skipped plan."""
     parsed, problem = parse_chat(raw)
+    check_chat(raw, parsed, config.server.limits)
     model = parsed.get("model") if parsed is not None else None
     model = model if isinstance(model, str) else None
     route = select_route(config.routes, path, model, headers)
     if route is None:
         raise no_route()
+    if route.mode == "off":
+        return _off(route, raw, model, parsed)
     choice = choose_policy(route, headers, config.policies)
     if parsed is None or problem is not None:
         return _skipped(route, raw, problem or "invalid_json", model, choice, parsed)
@@ -184,6 +197,8 @@ def _run_chain(request: ChatRequest, counter: TokenCounter) -> CurationResult:
 
 def _reject_or_fail_open(request: ChatRequest, exc: Exception) -> ChatPlan:
     if isinstance(exc, ContextOverflow):
+        if request.route.mode == "shadow":
+            return _skip(request, WOULD_REJECT)
         raise context_length_exceeded(str(exc)) from exc
     # Fail-open: a curator bug must never fail the request.
     log.error(
@@ -192,9 +207,7 @@ def _reject_or_fail_open(request: ChatRequest, exc: Exception) -> ChatPlan:
         request.choice.name,
         exc_info=exc,
     )
-    return _skipped(
-        request.route, request.raw, "curator_error", request.model, request.choice, request.parsed
-    )
+    return _skip(request, "curator_error")
 
 
 def _curated(
@@ -207,7 +220,7 @@ def _curated(
     return ChatPlan(
         route=request.route,
         body=body,
-        headers=_curated_headers(request.route.name, request.choice, result),
+        headers=_curated_headers(request.route, request.choice, result),
         model=request.model,
         policy=request.choice.name,
         parsed=request.parsed,
@@ -218,6 +231,7 @@ def _curated(
         tokens_after=result.tokens_after,
         curation_s=perf_counter() - started,
         summary=summary,
+        mode=request.route.mode,
     )
 
 
@@ -239,7 +253,7 @@ def parse_chat(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def _body(request: ChatRequest, result: CurationResult) -> bytes:
-    if not result.changed:
+    if not result.changed or request.route.mode == "shadow":
         return request.raw
     # Only `messages` is replaced; unpacking keeps every other key's value and order.
     return orjson.dumps({**request.parsed, "messages": result.messages})
@@ -257,8 +271,11 @@ def _ascii(value: str) -> bytes:
     return value.encode("ascii", "replace")
 
 
-def _policy_headers(route: str, choice: PolicyChoice) -> list[tuple[bytes, bytes]]:
-    headers = [(b"x-curator-route", _ascii(route)), (b"x-curator-policy", _ascii(choice.name))]
+def _policy_headers(route: Route, choice: PolicyChoice) -> list[tuple[bytes, bytes]]:
+    headers = [(b"x-curator-route", _ascii(route.name))]
+    if route.mode != "enforce":
+        headers.append((MODE_HEADER, route.mode.encode()))
+    headers.append((b"x-curator-policy", _ascii(choice.name)))
     if choice.header in ("unknown", "not_allowed"):
         # The client named a policy it cannot have; say so rather than ignore it silently.
         headers.append((b"x-curator-policy-ignored", choice.header.encode()))
@@ -266,7 +283,7 @@ def _policy_headers(route: str, choice: PolicyChoice) -> list[tuple[bytes, bytes
 
 
 def _curated_headers(
-    route: str, choice: PolicyChoice, result: CurationResult
+    route: Route, choice: PolicyChoice, result: CurationResult
 ) -> tuple[tuple[bytes, bytes], ...]:
     headers = _policy_headers(route, choice)
     headers.append((b"x-curator-tokens-before", str(result.tokens_before).encode()))
@@ -284,7 +301,7 @@ def _skipped(
     choice: PolicyChoice,
     parsed: Mapping[str, Any] | None,
 ) -> ChatPlan:
-    headers = _policy_headers(route.name, choice)
+    headers = _policy_headers(route, choice)
     headers.append((b"x-curator-skipped", reason.encode()))
     return ChatPlan(
         route=route,
@@ -294,4 +311,16 @@ def _skipped(
         policy=choice.name,
         skipped=reason,
         parsed=parsed,
+        mode=route.mode,
     )
+
+
+def _skip(request: ChatRequest, reason: str) -> ChatPlan:
+    r = request
+    return _skipped(r.route, r.raw, reason, r.model, r.choice, r.parsed)
+
+
+def _off(route: Route, raw: bytes, model: str | None, parsed: Mapping[str, Any] | None) -> ChatPlan:
+    """Routed only: no policy applies, nothing is counted, the client's bytes go upstream."""
+    headers = ((b"x-curator-route", _ascii(route.name)), (MODE_HEADER, b"off"))
+    return ChatPlan(route=route, body=raw, headers=headers, model=model, parsed=parsed, mode="off")

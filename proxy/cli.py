@@ -1,5 +1,6 @@
 """The `curator` command: `serve` runs the proxy, `check` validates and explains a config,
-`simulate` shows offline what a policy would do to recorded requests.
+`simulate` shows offline what a policy would do to recorded requests, `audit` reads the
+audit log (`list | show | diff | export`, from `proxy.audit.commands`).
 
 Each subcommand is a parser entry plus a handler `(args) -> exit code`, so `simulate` and
 `audit` slot in beside them.
@@ -19,6 +20,7 @@ import yaml
 
 from policies.errors import ConfigError
 from policies.policy import Policy
+from proxy.audit.commands import add_subparsers as add_audit_subparsers
 from proxy.config import Config, Route, default_config, load_config
 
 DEFAULT_CONFIG = "config.yaml"
@@ -52,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_arg(check)
     check.set_defaults(handler=_check)
     _add_simulate(commands)
+    add_audit_subparsers(commands)
+    commands.choices["audit"].set_defaults(handler=_audit)
     return parser
 
 
@@ -140,8 +144,13 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _print_problems(exc)
         return 1
+    from proxy.guard import bind_refusal
     from proxy.server import serve  # the HTTP stack loads only for `serve`
 
+    refusal = bind_refusal(config, args.host or config.server.host)
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        return 1
     serve(config, host=args.host, port=args.port, workers=args.workers, config_path=path)
     return 0
 
@@ -177,6 +186,12 @@ def _simulate(args: argparse.Namespace) -> int:
     return simulate.run(config, options)
 
 
+def _audit(args: argparse.Namespace) -> int:
+    """`curator audit ...`: the store named by --path, else by the config's `audit:`."""
+    code: int = args.func(args)
+    return code
+
+
 def _print_problems(exc: ConfigError) -> None:
     for problem in exc.problems:
         print(problem, file=sys.stderr)
@@ -190,6 +205,7 @@ def format_config(config: Config) -> str:
     lines = [
         f"config: {config.source}: OK",
         f"server: {server.host}:{server.port} ({server.workers} worker(s))",
+        *_observability_lines(config),
         "",
         "routes (first match wins):",
     ]
@@ -207,6 +223,27 @@ def format_config(config: Config) -> str:
     return "\n".join(lines)
 
 
+def _observability_lines(config: Config) -> list[str]:
+    audit, metrics = config.audit, config.metrics
+    if audit.enabled:
+        patterns = len(audit.redact.patterns)
+        redaction = "built-in patterns" if audit.redact.builtin else "no built-in patterns"
+        redaction += f" + {patterns} of yours" if patterns else ""
+        stored = "responses stored" if audit.store_responses else "responses not stored"
+        where = "stdout" if audit.path == "-" else audit.path
+        audit_line = f"audit: {audit.sink} {where} ({stored}; redaction: {redaction})"
+    else:
+        audit_line = "audit: off"
+    if not metrics.enabled:
+        metrics_line = "metrics: off"
+    elif metrics.port is None:
+        metrics_line = f"metrics: GET {metrics.path} on the main listener"
+    else:
+        host = metrics.host or config.server.host
+        metrics_line = f"metrics: GET {metrics.path} on the admin listener {host}:{metrics.port}"
+    return [audit_line, metrics_line]
+
+
 def _route_lines(number: int, route: Route, config: Config) -> list[str]:
     match = route.match
     conditions = [f"path={match.path}"] if match.path is not None else []
@@ -220,7 +257,15 @@ def _route_lines(number: int, route: Route, config: Config) -> list[str]:
         f"     match: {' '.join(conditions) if conditions else 'everything'}",
         f"     upstream: {upstream.name} {upstream.base_url} ({auth})",
         f"     policy: {route.policy} (x-curator-policy header {header})",
+        f"     mode: {route.mode}{MODE_NOTES[route.mode]}",
     ]
+
+
+MODE_NOTES = {
+    "enforce": "",
+    "shadow": " (curated and reported only: the upstream gets the client's exact bytes)",
+    "off": " (no curation, no token counting: the upstream gets the client's exact bytes)",
+}
 
 
 def _policy_lines(name: str, policy: Policy) -> list[str]:

@@ -12,16 +12,21 @@ import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from policies import validate as v
 from policies.errors import ConfigError, Problem
-from policies.loader import Registry, load_preset, policy_from_spec
+from policies.loader import PRESET_PREFIX, Registry, load_preset, policy_from_spec
 from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
+from policies.summarizer import Summarizer
 from policies.validate import Problems, Reader, describe, suggest
 from policies.yamlsrc import KeyPath, parse_file
+from proxy.audit.settings import DEFAULT_PATHS, AuditConfig, read_audit
+from proxy.auth_settings import AuthConfig, read_auth
+from proxy.limits import LIMIT_KEYS, Limits, read_limits
+from proxy.metrics_settings import MetricsConfig, read_metrics
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 DEFAULTS_SOURCE = "<defaults>"
@@ -32,6 +37,8 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     workers: int = 1
+    limits: Limits = field(default_factory=Limits)
+    """max_body_mb, max_inflight, max_messages, max_json_depth, shutdown_grace_s."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +67,12 @@ class RouteMatch:
         return self.path is None and self.model is None and not self.headers
 
 
+Mode = Literal["enforce", "shadow", "off"]
+"""enforce: curate and send the curated request. shadow: curate, report and record what
+would have changed, send the client's exact bytes. off: no curation and no counting."""
+MODES: tuple[Mode, ...] = ("enforce", "shadow", "off")
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     name: str
@@ -67,6 +80,7 @@ class Route:
     policy: str
     match: RouteMatch = field(default_factory=RouteMatch)
     allow_policy_header: bool = False
+    mode: Mode = "enforce"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +92,36 @@ class Config:
     policies: Mapping[str, Policy]
     routes: tuple[Route, ...]
     models: ModelTable = field(default_factory=ModelTable)
+    sources: Mapping[str, FileStamp | None] = field(default_factory=lambda: _NO_SOURCES)
+    """Every file this config was read from (itself, then policy files), each with its
+    stamp from just before it was read: a reload watcher compares against these."""
+    audit: AuditConfig = field(default_factory=lambda: AuditConfig(sink="none"))
+    """Off for a Config built in code; `load_config` and `default_config` turn it on."""
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+
+
+FileStamp = tuple[int, int, int]
+"""(mtime_ns, size, inode): when it changes, the file did (renamed-in copies included)."""
+_NO_SOURCES: Mapping[str, FileStamp | None] = types.MappingProxyType({})
+
+
+def file_stamp(path: str) -> FileStamp | None:
+    """The file's stamp now, None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+class ConfigFileError(ConfigError):
+    """`load_config`'s error: the problems, plus every file the config named with its stamp
+    (so a reload watcher also notices the fix of a policy file the running config lacks)."""
+
+    def __init__(self, problems: list[Problem], sources: Mapping[str, FileStamp | None]) -> None:
+        super().__init__(problems)
+        self.sources = sources
 
 
 def load_config(
@@ -89,19 +133,26 @@ def load_config(
     """Load and validate a config file; `${VAR}` values come from `environ` (os.environ)."""
     file = Path(path)
     env = os.environ if environ is None else environ
-    located = parse_file(file, env=env)
+    stamped = {str(file): file_stamp(str(file))}  # before reading: a later write is a change
+    try:
+        located = parse_file(file, env=env)
+    except ConfigError as exc:
+        raise ConfigFileError(exc.problems, stamped) from None
     problems = Problems(str(file), located.lines)
     problems.extend(located.problems)
-    build = _Build(Reader(problems), file.parent, env, registry)
+    build = _Build(Reader(problems), file.parent, env, registry, sources=stamped)
     data = build.read.mapping(located.data, (), SECTIONS)
     if data is None:
-        raise ConfigError(problems.items)
+        raise ConfigFileError(problems.items, stamped)
     for section, parser in SECTIONS.items():
         if data.get(section) is not None:
             parser(build, data[section], (section,))
         elif section in REQUIRED:
             build.problems.add((), f"missing required section {section!r}")
-    problems.raise_if_any()
+    try:
+        problems.raise_if_any()
+    except ConfigError as exc:
+        raise ConfigFileError(exc.problems, build.sources) from None
     return build.config(str(file))
 
 
@@ -124,6 +175,7 @@ def default_config(
         upstreams=types.MappingProxyType({"default": upstream}),
         policies=types.MappingProxyType({"default": load_preset("default", registry=registry)}),
         routes=(Route("default", upstream="default", policy="default"),),
+        audit=AuditConfig(path=os.path.abspath(DEFAULT_PATHS["sqlite"])),
     )
 
 
@@ -140,6 +192,11 @@ class _Build:
     policies: dict[str, Policy] = field(default_factory=dict)
     models: list[tuple[str, ModelInfo]] = field(default_factory=list)
     routes: list[Route] = field(default_factory=list)
+    audit: AuditConfig | None = None
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    sources: dict[str, FileStamp | None] = field(default_factory=dict)
+    """The config file, then the policy files it names (found or not: a reload watches)."""
     # Names declared even when invalid, so a route naming one gets no second error.
     declared: dict[str, set[str]] = field(
         default_factory=lambda: {"upstream": set(), "policy": set()}
@@ -157,6 +214,12 @@ class _Build:
             policies=types.MappingProxyType(self.policies),
             routes=tuple(self.routes),
             models=ModelTable.with_overrides(self.models),
+            sources=types.MappingProxyType(self.sources),
+            # No `audit:` section: the default sqlite store, beside the config file.
+            audit=self.audit
+            or AuditConfig(path=str(self.base_dir.absolute() / DEFAULT_PATHS["sqlite"])),
+            metrics=self.metrics,
+            auth=self.auth,
         )
 
 
@@ -172,13 +235,14 @@ def _base_url(value: Any) -> str | None:
 
 
 def _server(build: _Build, value: object, path: KeyPath) -> None:
-    data = build.read.mapping(value, path, ("host", "port", "workers"))
+    data = build.read.mapping(value, path, ("host", "port", "workers", *LIMIT_KEYS))
     if data is not None:
         get, default = build.read.get, ServerConfig()
         build.server = ServerConfig(
             host=get(data, "host", path, default.host, v.text),
             port=get(data, "port", path, default.port, v.int_in(1, 65535)),
             workers=get(data, "workers", path, default.workers, v.int_in(1)),
+            limits=read_limits(build.read, data, path),
         )
 
 
@@ -235,6 +299,10 @@ def _models(build: _Build, value: object, path: KeyPath) -> None:
 def _policies(build: _Build, value: object, path: KeyPath) -> None:
     for name, spec, item_path in build.read.named(value, path):
         build.declared["policy"].add(name)
+        if isinstance(spec, str) and spec and not spec.startswith(PRESET_PREFIX):
+            policy_file = str(build.base_dir / spec)
+            build.sources[policy_file] = file_stamp(policy_file)
+        known = len(build.problems.items)
         policy = policy_from_spec(
             spec,
             name=name,
@@ -246,6 +314,19 @@ def _policies(build: _Build, value: object, path: KeyPath) -> None:
         )
         if policy is not None:
             build.policies[name] = policy
+            # Indexes match the YAML only when every curator was built.
+            if len(build.problems.items) == known:
+                _summarizer_upstreams(build, policy, item_path)
+
+
+def _summarizer_upstreams(build: _Build, policy: Policy, path: KeyPath) -> None:
+    """Each summarizer's `upstream` must name a configured upstream (parsed before policies)."""
+    declared = build.declared["upstream"]
+    for i, curator in enumerate(policy.chain.curators):
+        if isinstance(curator, Summarizer) and curator.upstream not in declared:
+            known = ", ".join(sorted(declared)) or "none"
+            at = (*path, "curators", i, Summarizer.name, "upstream")
+            build.problems.add(at, f"unknown upstream {curator.upstream!r}; known: {known}")
 
 
 def _routes(build: _Build, value: object, path: KeyPath) -> None:
@@ -273,7 +354,7 @@ def _routes(build: _Build, value: object, path: KeyPath) -> None:
         build.routes.append(route)
 
 
-ROUTE_KEYS = ("name", "match", "upstream", "policy", "allow_policy_header")
+ROUTE_KEYS = ("name", "match", "upstream", "policy", "allow_policy_header", "mode")
 
 
 def _route(build: _Build, item: object, path: KeyPath) -> Route | None:
@@ -294,7 +375,15 @@ def _route(build: _Build, item: object, path: KeyPath) -> Route | None:
         policy=refs["policy"],
         match=_match(build.read, data.get("match"), (*path, "match")),
         allow_policy_header=build.read.get(data, "allow_policy_header", path, False, v.boolean),
+        mode=_mode(build.read, data, path),
     )
+
+
+def _mode(read: Reader, data: Mapping[str, Any], path: KeyPath) -> Mode:
+    # YAML 1.1 reads a bare `off` as false, and `mode: off` is what the operator wrote.
+    value = "off" if data.get("mode") is False else data.get("mode", "enforce")
+    mode: Mode = read.get({"mode": value}, "mode", path, "enforce", v.one_of(*MODES))
+    return mode
 
 
 def _match(read: Reader, value: object, path: KeyPath) -> RouteMatch:
@@ -315,6 +404,20 @@ def _match(read: Reader, value: object, path: KeyPath) -> RouteMatch:
     )
 
 
+def _audit(build: _Build, value: object, path: KeyPath) -> None:
+    build.audit = read_audit(build.read, value, path, base_dir=build.base_dir)
+
+
+def _metrics(build: _Build, value: object, path: KeyPath) -> None:
+    build.metrics = read_metrics(
+        build.read, value, path, base_dir=build.base_dir, server_port=build.server.port
+    )
+
+
+def _auth(build: _Build, value: object, path: KeyPath) -> None:
+    build.auth = read_auth(build.read, value, path)
+
+
 SECTIONS: Mapping[str, Callable[[_Build, object, KeyPath], None]] = types.MappingProxyType(
     {
         "server": _server,
@@ -323,6 +426,10 @@ SECTIONS: Mapping[str, Callable[[_Build, object, KeyPath], None]] = types.Mappin
         # Routes name upstreams and policies, so they are parsed after both.
         "policies": _policies,
         "routes": _routes,
+        "audit": _audit,
+        # After `server`, whose port the admin listener must not take.
+        "metrics": _metrics,
+        "auth": _auth,
     }
 )
 """Top-level section -> its parser, in the order they run; a new section is one entry."""

@@ -13,7 +13,8 @@ proxy has already read the whole body). Everything else passes unchanged.
 Relay: response headers go to the client as soon as they arrive, then each body chunk as
 it is read, with no re-framing. A watcher on the client's connection cancels the exchange
 as soon as the client leaves (after the first 20 ms), which closes the upstream request
-or response.
+or response. When the audit log wants the body, `Relay.tap` gets each chunk as it goes
+by (an append to a list; parsing happens in the audit writer's thread).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import aiohttp
 import httpx
 from starlette.types import Receive, Send
 
+from proxy.audit.sse import SSEAccumulator
 from proxy.errors import ProxyError, upstream_failed, upstream_timeout, upstream_unreachable
 from proxy.record import Outcome
 from proxy.upstream import Headers, UpstreamClient, UpstreamRequest, UpstreamResponse
@@ -178,6 +180,10 @@ class Relay:
     error: str | None = None
     complete: bool = False
     """The final body message has been handed to the server."""
+    tap: SSEAccumulator | None = None
+    """Set by the app when the audit log wants the body: gets every relayed body chunk."""
+    tap_errors_only: bool = False
+    """Keep the tap for error statuses (>= 400) only (the audit stores no responses)."""
 
 
 async def forward(
@@ -266,6 +272,8 @@ async def _exchange(
         response = await client.send(request)
     try:
         relay.status = response.status
+        if relay.tap_errors_only and response.status < 400:
+            relay.tap = None
         head = response_head(response.headers)
         headers = head.headers
         headers.extend(extra_headers)
@@ -283,6 +291,7 @@ async def _pump(
 ) -> None:
     tail = b""
     remaining = length
+    tap = relay.tap
     while True:
         try:
             with MapUpstreamErrors():
@@ -299,12 +308,16 @@ async def _pump(
             )
             relay.complete = True
             body = sse_error_event(err, ends_event=tail.endswith(SSE_BOUNDARIES) or not tail)
+            if tap is not None:
+                tap.feed(body)
             await send({"type": "http.response.body", "body": body, "more_body": False})
             return
         if not chunk:
             break
         if relay.first_byte_at is None:
             relay.first_byte_at = perf_counter()
+        if tap is not None:
+            tap.feed(chunk)  # appends to a list: parsing waits for the audit thread
         if sse:
             tail = (tail + chunk[-4:])[-4:]
         if remaining is not None:

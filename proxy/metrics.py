@@ -5,14 +5,18 @@ One `Metrics` per process, owned by the app (no module-level registry). With
 sets PROMETHEUS_MULTIPROC_DIR (cleaned at start) before the workers import anything, and a
 scrape of any worker aggregates all of them.
 
-Label values come only from config (route, policy and curator names, model families from
-the `models:` table) or from small fixed sets (status codes, skip reasons, stages), never
-from free client input, so cardinality stays bounded.
+A worker that crashed leaves its live gauges (in flight, audit queue depth) behind; each
+scrape drops those of workers that are no longer running, so the sums stay true.
+
+Label values come only from config (route, policy and curator names) or from small fixed
+sets (status codes, skip reasons, stages, results), never from free client input, so
+cardinality stays bounded.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -26,6 +30,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from policies.base import SummaryStats
 from proxy.record import ExchangeRecord
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -46,8 +51,7 @@ KNOWN_SKIPS = frozenset(
         "no_messages",
         "bad_messages",
         "curator_error",
-        "too_many_messages",
-        "too_deep",
+        "would_reject",
     }
 )
 
@@ -138,6 +142,18 @@ class Metrics:
         self.config_reloads = Counter(
             "curator_config_reloads", "Config reloads by result", ["result"], registry=r
         )
+        self.summarizer_tokens = Counter(
+            "curator_summarizer_tokens",
+            "Tokens summarizing spent (prompt + completion) and saved",
+            ["route", "kind"],
+            registry=r,
+        )
+        self.summarizer_calls = Counter(
+            "curator_summarizer_calls",
+            "Summaries by result: a model call that worked or failed, or a cache hit",
+            ["route", "result"],
+            registry=r,
+        )
         for result in ("written", "dropped", "failed"):
             self.audit_records.labels(result)
         for result in ("ok", "error"):
@@ -154,11 +170,10 @@ class Metrics:
         if record.tokens_before is not None and record.tokens_after is not None:
             self.tokens.labels(route, "before").inc(record.tokens_before)
             self.tokens.labels(route, "after").inc(record.tokens_after)
-        for action in record.actions:
-            curator = self.labels.curator(action.curator)
-            self.actions.labels(route, curator).inc(max(1, len(action.indexes)))
-            if action.tokens_removed > 0:
-                self.tokens_saved.labels(route, curator).inc(action.tokens_removed)
+        if record.actions:
+            self._actions(route, record)
+        if record.summary is not None:
+            self._summary(route, record.summary)
         if record.curation_s is not None:
             self.curation_seconds.labels(route).observe(record.curation_s)
         if record.ttfb_s is not None:
@@ -166,9 +181,49 @@ class Metrics:
         if record.upstream_status is not None:
             self.upstream_seconds.labels(route, "total").observe(record.latency_s)
 
+    def _actions(self, route: str, record: ExchangeRecord) -> None:
+        # Messages touched per curator, as `x-curator-actions` counts them, so the two agree.
+        touched: dict[str, set[int]] = {}
+        saved: dict[str, int] = {}
+        for action in record.actions:
+            curator = self.labels.curator(action.curator)
+            touched.setdefault(curator, set()).update(action.indexes)
+            saved[curator] = saved.get(curator, 0) + action.tokens_removed
+        for curator, indexes in touched.items():
+            self.actions.labels(route, curator).inc(len(indexes))
+            if saved[curator] > 0:
+                self.tokens_saved.labels(route, curator).inc(saved[curator])
+
+    def _summary(self, route: str, stats: SummaryStats) -> None:
+        spent = stats.prompt_tokens + stats.completion_tokens
+        if spent:
+            self.summarizer_tokens.labels(route, "spent").inc(spent)
+        if stats.tokens_saved > 0:
+            self.summarizer_tokens.labels(route, "saved").inc(stats.tokens_saved)
+        results = {
+            "ok": stats.calls - stats.failures,
+            "cache_hit": stats.cache_hits,
+            "error": stats.failures,
+        }
+        for result, count in results.items():
+            if count > 0:
+                self.summarizer_calls.labels(route, result).inc(count)
+
+    def audit_outcome(self, outcome: str, queue_depth: int) -> None:
+        """The audit writer's callback: one record written, dropped or failed."""
+        self.audit_records.labels(outcome).inc()
+        self.audit_queue_depth.set(queue_depth)
+
+    def config_reloaded(self, ok: bool, labels: Labels | None = None) -> None:
+        """Count a config reload; a good one brings the new config's label sets."""
+        self.config_reloads.labels("ok" if ok else "error").inc()
+        if labels is not None:
+            self.labels = labels
+
     def render(self) -> tuple[bytes, str]:
         """The exposition text, aggregated across workers in multiprocess mode."""
         if self.multiprocess_dir:
+            forget_dead_workers(self.multiprocess_dir)
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
             return generate_latest(registry), CONTENT_TYPE_LATEST
@@ -181,6 +236,27 @@ def prepare_multiprocess_dir(path: str) -> None:
     for name in os.listdir(path):
         if name.endswith(".db"):
             os.remove(os.path.join(path, name))
+
+
+_LIVE_GAUGE_FILE = re.compile(r"gauge_live[a-z]*_(\d+)\.db")
+
+
+def forget_dead_workers(path: str) -> None:
+    """Drop the live gauges of worker processes that no longer run."""
+    for name in os.listdir(path):
+        match = _LIVE_GAUGE_FILE.fullmatch(name)
+        if match is not None and not _running(int(match.group(1))):
+            multiprocess.mark_process_dead(int(match.group(1)), path)  # type: ignore[no-untyped-call]
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, under another user
+    return True
 
 
 def mark_worker_dead(pid: int) -> None:

@@ -2,6 +2,8 @@
 
 Records are built only when the app has observers, and they hold references to the
 request's message lists rather than copies, so a proxy without observers pays nothing.
+What only the audit log needs (the relayed body, the summarizer's model calls) is
+collected only while the audit log is on.
 Observers run on the event loop right after the exchange: they must be quick (enqueue,
 increment) and must not mutate what they are given.
 """
@@ -9,12 +11,14 @@ increment) and must not mutate what they are given.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from policies.base import Action, SummaryStats
+from policies.base import Action, Complete, Completion, SummaryRequest, SummaryStats
 from policies.messages import Message
+from proxy.audit.sse import SSEAccumulator
 
 log = logging.getLogger("curator.record")
 
@@ -62,6 +66,48 @@ class ExchangeRecord:
     outcome: Outcome
     error: str | None = None
     """The proxy's error code (`upstream_timeout`, ...) when it answered or ended a stream."""
+    mode: str | None = None
+    """The route's mode for a chat completion (enforce, shadow or off; None on other paths).
+    In shadow, `curated`, `actions` and `tokens_after` are what enforce would have sent."""
+    authorization: str | None = field(default=None, repr=False)
+    """The client's Authorization (or api-key) value, for the audit log's key fingerprint.
+    Never log or store it; the audit writer keeps only its hash."""
+    response: SSEAccumulator | None = None
+    """The relayed response body, collected only when the audit log wants it."""
+    summary_calls: tuple[SummaryCall, ...] = ()
+    """The summarizer's model calls for this request (collected only for the audit log)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryCall:
+    """One model call a summarizer made while curating a request."""
+
+    started_at: float
+    """Wall-clock time (epoch seconds) the call started."""
+    messages: list[Message]
+    request: SummaryRequest
+    completion: Completion | None
+    """None when the call failed."""
+    error: BaseException | None
+    latency_s: float
+
+
+def recording(complete: Complete, calls: list[SummaryCall]) -> Complete:
+    """`complete`, appending a `SummaryCall` to `calls` for every call it makes."""
+
+    async def record(messages: list[Message], request: SummaryRequest) -> Completion:
+        started_at, started = time.time(), time.perf_counter()
+        try:
+            completion = await complete(messages, request)
+        except BaseException as exc:  # a summarizer's timeout arrives as a cancellation
+            latency = time.perf_counter() - started
+            calls.append(SummaryCall(started_at, messages, request, None, exc, latency))
+            raise
+        latency = time.perf_counter() - started
+        calls.append(SummaryCall(started_at, messages, request, completion, None, latency))
+        return completion
+
+    return record
 
 
 Observer = Callable[[ExchangeRecord], None]

@@ -5,16 +5,28 @@ unchanged (and undoubled), and its access log is off: the app's exchange observe
 (audit log, metrics) see every request instead. Worker processes cannot be handed a
 Config object, so the parent puts the config file's path in `CURATOR_CONFIG_PATH` and
 each worker rebuilds the app with `app_from_env` (no path: the built-in defaults, which
-read the same environment).
+read the same environment); `--host` travels the same way, in `CURATOR_LISTEN_HOST`.
+
+Metrics with `--workers N` use prometheus-client's multiprocess mode: before any worker
+starts, the parent points PROMETHEUS_MULTIPROC_DIR at an empty directory (`metrics.
+multiprocess_dir`, else an already set PROMETHEUS_MULTIPROC_DIR, else a fresh temp dir it
+removes on exit). Workers are spawned, so they import prometheus_client with it set.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib.util import find_spec
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn
 
 import uvicorn
 from starlette.applications import Starlette
@@ -22,10 +34,13 @@ from starlette.applications import Starlette
 from policies.tokens import TokenCounter
 from proxy.app import create_app, preload
 from proxy.config import Config, default_config, load_config
+from proxy.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
+from proxy.reload import serve_workers
 
 log = logging.getLogger("curator.server")
 
 CONFIG_ENV = "CURATOR_CONFIG_PATH"
+HOST_ENV = "CURATOR_LISTEN_HOST"
 GRACEFUL_SHUTDOWN_S = 30
 """On SIGTERM, in-flight requests (long streams included) get this long to finish."""
 
@@ -67,7 +82,15 @@ def app_from_env() -> Starlette:
     # Spawned workers do not inherit the parent's logging setup; no-op if one exists.
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
     path = os.environ.get(CONFIG_ENV)
-    return build_app(load_config(path) if path else default_config())
+    config = load_config(path) if path else default_config()
+    return build_app(listening_on(config, os.environ.get(HOST_ENV)))
+
+
+def listening_on(config: Config, host: str | None) -> Config:
+    """`config` with `--host` applied (the admin listener's default interface follows it)."""
+    if not host or host == config.server.host:
+        return config
+    return dataclasses.replace(config, server=dataclasses.replace(config.server, host=host))
 
 
 def serve(
@@ -83,6 +106,10 @@ def serve(
     port = port if port is not None else config.server.port
     workers = workers or config.server.workers
     options = uvicorn_options()
+    options["timeout_graceful_shutdown"] = config.server.limits.shutdown_grace_s
+    # uvicorn re-raises the SIGTERM it shut down on once it is done; exit 0 then, not as
+    # a process killed by SIGTERM (143). Before uvicorn starts, SIGTERM exits at once.
+    signal.signal(signal.SIGTERM, _exit_zero)
     log.info(
         "context-curator listening on http://%s:%d (%d worker%s, config %s, %s + %s)",
         host,
@@ -93,13 +120,52 @@ def serve(
         options["loop"],
         options["http"],
     )
-    if workers == 1:
-        uvicorn.run(build_app(config), host=host, port=port, **options)
-        return
+    with multiprocess_metrics(config, workers):
+        if workers == 1:
+            uvicorn.run(build_app(listening_on(config, host)), host=host, port=port, **options)
+            return
+        _serve_workers(host, port, workers, options, config_path)
+
+
+def _exit_zero(_signum: int, _frame: FrameType | None) -> NoReturn:
+    raise SystemExit(0)
+
+
+def _serve_workers(
+    host: str, port: int, workers: int, options: dict[str, Any], config_path: str | None
+) -> None:
     if config_path:
         os.environ[CONFIG_ENV] = os.path.abspath(config_path)
     else:
         os.environ.pop(CONFIG_ENV, None)
-    uvicorn.run(
-        "proxy.server:app_from_env", factory=True, host=host, port=port, workers=workers, **options
+    os.environ[HOST_ENV] = host
+    # As uvicorn.run does, except that SIGHUP reloads every worker in place (proxy.reload).
+    serve_workers(
+        uvicorn.Config(
+            "proxy.server:app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            **options,
+        )
     )
+
+
+@contextmanager
+def multiprocess_metrics(config: Config, workers: int) -> Iterator[str | None]:
+    """Set up PROMETHEUS_MULTIPROC_DIR for `workers` (see the module docstring)."""
+    preset = os.environ.get(MULTIPROC_ENV)
+    if not config.metrics.enabled or (workers == 1 and not preset):
+        yield None
+        return
+    # One process: prometheus_client was imported with whatever the environment said.
+    chosen = preset if workers == 1 else config.metrics.multiprocess_dir or preset
+    path = chosen or tempfile.mkdtemp(prefix="curator-metrics-")
+    prepare_multiprocess_dir(path)
+    os.environ[MULTIPROC_ENV] = path
+    try:
+        yield path
+    finally:
+        if chosen is None:
+            shutil.rmtree(path, ignore_errors=True)

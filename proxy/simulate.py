@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +33,8 @@ from proxy.simulate_render import render_json, render_text
 
 if TYPE_CHECKING:
     import httpx
+
+    from proxy.upstream import UpstreamClient
 
 CHAT_PATH = "/v1/chat/completions"
 PLACEHOLDER = "(placeholder from `curator simulate`: no model was called; pass --allow-calls)"
@@ -172,26 +174,27 @@ async def placeholder_complete(_prompt: list[Message], request: SummaryRequest) 
     return Completion(f"{PLACEHOLDER}\n{filler}")
 
 
-def calling_services(config: Config, client: httpx.AsyncClient) -> Services:
-    """Services whose `complete` asks the summarizer's upstream, with its api_key if set."""
+def calling_services(
+    config: Config, client: UpstreamClient, environ: Mapping[str, str] | None = None
+) -> Services:
+    """Services whose `complete` is the proxy's own (`proxy.summarize`): same request, header
+    hygiene, error mapping and reply checks. An upstream's api_key is used when set; else
+    $OPENAI_API_KEY stands in for the client's Authorization the proxy would pass on."""
+    from proxy.summarize import build_complete  # loads the redis client: only when calling
+
+    key = (os.environ if environ is None else environ).get("OPENAI_API_KEY")
+    authorization = f"Bearer {key}".encode() if key else None
 
     async def complete(messages: list[Message], request: SummaryRequest) -> Completion:
-        upstream = config.upstreams.get(request.upstream)
-        if upstream is None:
-            raise LookupError(f"no upstream named {request.upstream!r} in the config")
-        key = upstream.api_key or os.environ.get("OPENAI_API_KEY")
-        body = {"model": request.model, "messages": messages, "max_tokens": request.max_tokens}
-        response = await client.post(
-            f"{upstream.base_url}/chat/completions",
-            json=body,
-            headers={"authorization": f"Bearer {key}"} if key else {},
-            timeout=request.timeout_s,
+        # No client request here: the stand-in credential is meant for the summarizer's own
+        # upstream, the one the user asked simulate to call.
+        call = build_complete(
+            client,
+            config.upstreams,
+            authorization=authorization,
+            authorization_for=request.upstream,
         )
-        response.raise_for_status()
-        data = response.json()
-        usage = data.get("usage") or {}
-        text = data["choices"][0]["message"]["content"] or ""
-        return Completion(text, usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
+        return await call(messages, request)
 
     return Services(complete=complete, caches={MEMORY: MemoryCache()})
 
@@ -229,7 +232,7 @@ async def _simulate(
     if not options.allow_calls:
         services = Services(complete=placeholder_complete, caches={MEMORY: MemoryCache()})
         return await simulate(config, options, requests, services)
-    import httpx  # only --allow-calls needs an HTTP client
+    from proxy.upstream import open_client  # only --allow-calls needs an HTTP client
 
-    async with httpx.AsyncClient(transport=transport) as client:
+    async with open_client(transport) as client:
         return await simulate(config, options, requests, calling_services(config, client))

@@ -9,6 +9,7 @@ the `curator` CLI; every handler takes the parsed arguments and returns an exit 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import functools
 import os
@@ -175,9 +176,10 @@ def _audit_section(config: str) -> AuditConfig:
     try:
         # Prefer the full loader once its Config carries the audit section.
         if "audit" in {f.name for f in dataclasses.fields(proxy_config.Config)}:
-            loaded = getattr(proxy_config.load_config(config), "audit", None)
-            if isinstance(loaded, AuditConfig):
-                return loaded
+            with contextlib.suppress(ConfigError):  # then read only the section, below
+                loaded = getattr(proxy_config.load_config(config), "audit", None)
+                if isinstance(loaded, AuditConfig):
+                    return loaded
         # Otherwise read only this section: a problem elsewhere must not hide the log.
         located = parse_file(config, env=os.environ)
         own = [p for p in located.problems if p.path == "audit" or p.path.startswith("audit.")]

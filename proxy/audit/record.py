@@ -218,7 +218,9 @@ class RecordBuilder:
         hit = self._cache.get(key) if cached else None
         if hit is not None:
             return hit
-        data = orjson.dumps(clean(msg), option=orjson.OPT_SORT_KEYS)
+        # orjson's result keeps a 4 KiB allocation whatever its length; the cache holds
+        # an exact-size copy, so its byte budget is what it really uses.
+        data = bytes(memoryview(orjson.dumps(clean(msg), option=orjson.OPT_SORT_KEYS)))
         stored = StoredMessage(message_digest(data), data)
         if cached:
             self._cache.put(key, stored)

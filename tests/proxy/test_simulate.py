@@ -459,7 +459,10 @@ def test_a_failed_summarizer_call_is_reported_and_curation_goes_on(
     options = simulate.Options(input=str(source), policy="summarizing", allow_calls=True)
     assert simulate.run(config, options, transport=httpx.MockTransport(upstream)) == 0
     out = capsys.readouterr().out
-    assert "  summarizer failed: summarizer via main/small-summarizer: HTTPStatusError: " in out
+    assert (
+        "  summarizer failed: summarizer via main/small-summarizer: SummaryCallError: "
+        "upstream 'main' answered HTTP 503: overloaded\n"
+    ) in out
     assert "  no curator changed anything\n" in out
     assert "PLACEHOLDER" not in out
 

@@ -1,0 +1,107 @@
+"""The admin listener: `GET <metrics.path>` on its own port, apart from the public listener.
+
+A few lines of asyncio rather than a second uvicorn server: uvicorn's `Server` takes over
+the process's signal handlers, which the main server already owns. A scrape is one small
+HTTP/1.1 request per connection, so each connection answers one request and closes.
+
+With `--workers N` every worker binds the port with SO_REUSEPORT; the kernel spreads
+scrapes over the workers, and each one answers with every worker's metrics (multiprocess
+mode), so any of them will do. Without workers the port is bound exclusively, so a second
+proxy on the same port fails at startup instead of silently sharing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+log = logging.getLogger("curator.admin")
+
+Render = Callable[[], tuple[bytes, str]]
+READ_TIMEOUT_S = 10.0
+MAX_HEAD_BYTES = 16 * 1024
+
+
+@asynccontextmanager
+async def admin_listener(
+    host: str, port: int, path: str, render: Render, *, reuse_port: bool = False
+) -> AsyncIterator[asyncio.AbstractServer]:
+    """Serve `render()` at `path` on host:port until the block exits."""
+    try:
+        sock = _listening_socket(host, port, reuse_port=reuse_port)
+    except OSError as exc:
+        raise OSError(exc.errno, f"metrics.port {port}: cannot listen on {host}: {exc}") from exc
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _answer(reader, writer, path, render)
+
+    server = await asyncio.start_server(handle, sock=sock, limit=MAX_HEAD_BYTES)
+    log.info("metrics on http://%s:%d%s", host, port, path)
+    try:
+        yield server
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind(address)
+        sock.listen(64)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def _answer(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, render: Render
+) -> None:
+    try:
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            head = await reader.readuntil(b"\r\n\r\n")
+        status, body, content_type = await _route(head, path, render)
+        writer.write(_response(status, body, content_type, head=head.startswith(b"HEAD ")))
+        await writer.drain()
+    except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+        pass  # a client that went away or never sent a request: nothing to answer
+    except Exception:  # a rendering bug must not take the listener down
+        log.exception("metrics: answering a scrape failed")
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+
+async def _route(head: bytes, path: str, render: Render) -> tuple[str, bytes, str]:
+    method, _, rest = head.partition(b" ")
+    target = rest.partition(b" ")[0].decode("latin-1")
+    if target.partition("?")[0] != path:
+        return "404 Not Found", b"not found\n", "text/plain; charset=utf-8"
+    if method not in (b"GET", b"HEAD"):
+        return "405 Method Not Allowed", b"method not allowed\n", "text/plain; charset=utf-8"
+    # Multiprocess mode reads every worker's files: off the event loop.
+    body, content_type = await asyncio.to_thread(render)
+    return "200 OK", body, content_type
+
+
+def _response(status: str, body: bytes, content_type: str, *, head: bool) -> bytes:
+    lines = [
+        f"HTTP/1.1 {status}",
+        f"content-type: {content_type}",
+        f"content-length: {len(body)}",
+        "connection: close",
+    ]
+    return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (b"" if head else body)
