@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.metrics import Labels, Metrics
 from tests.deploy import metric_families
 
 
@@ -23,11 +23,8 @@ def test_metrics_list_is_well_formed() -> None:
 
 
 def test_the_proxy_exports_exactly_the_listed_families() -> None:
-    metrics = pytest.importorskip("proxy.metrics")
-    labels = metrics.Labels(
-        routes=frozenset({"r"}), policies=frozenset({"p"}), curators=frozenset({"c"})
-    )
-    text = metrics.Metrics(labels).render()[0].decode()
+    labels = Labels(routes=frozenset({"r"}), policies=frozenset({"p"}), curators=frozenset({"c"}))
+    text = Metrics(labels).render()[0].decode()
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.MULTILINE))
     # prometheus-client adds a `<name>_created` gauge beside each counter: not a family of ours.
     created = {n.removesuffix("_total") + "_created" for n, t in types.items() if t == "counter"}
@@ -37,9 +34,8 @@ def test_the_proxy_exports_exactly_the_listed_families() -> None:
 
 def test_pre_created_label_values_are_listed() -> None:
     """Families the proxy initialises at start show their label sets without any traffic."""
-    metrics = pytest.importorskip("proxy.metrics")
-    labels = metrics.Labels(routes=frozenset(), policies=frozenset(), curators=frozenset())
-    text = metrics.Metrics(labels).render()[0].decode()
+    labels = Labels(routes=frozenset(), policies=frozenset(), curators=frozenset())
+    text = Metrics(labels).render()[0].decode()
     families = metric_families()
     for parsed in text_string_to_metric_families(text):
         for sample in parsed.samples:
