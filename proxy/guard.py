@@ -16,7 +16,8 @@ this order:
    worker, a fast 503 `proxy_overloaded` with Retry-After instead of an unbounded queue.
    Other paths (/metrics) are not counted, so a scrape still answers under overload.
 
-Answers here are not exchanges (the app never saw them), so they reach no observer.
+Answers here are not exchanges (the app never saw them), so they reach no observer; they
+are counted in `curator_rejected_total{reason}`.
 Nothing here buffers or touches the response: streams go through untouched, and a
 client that leaves is still seen by the app's own `receive`.
 """
@@ -113,21 +114,21 @@ class Guard:
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         if self._keys:
             if not self._authorized(headers):
-                await _answer(send, invalid_proxy_key(), (b"www-authenticate", b"Bearer"))
+                await _answer(scope, send, invalid_proxy_key(), (b"www-authenticate", b"Bearer"))
                 return
             scope = {**scope, "headers": [h for h in headers if h[0] not in CREDENTIALS]}
         length = _first(headers, b"content-length")
         if length is None:
             receive = _counted(receive, self._max_body)
         elif length.isdigit() and int(length) > self._max_body:
-            await _answer(send, request_too_large(self._max_body))
+            await _answer(scope, send, request_too_large(self._max_body))
             return
         if not scope["path"].startswith(PROXIED):  # /metrics answers even when overloaded
             await self.app(scope, receive, send)
             return
         if self._inflight >= self._max_inflight:
             retry = (b"retry-after", str(RETRY_AFTER_S).encode())
-            await _answer(send, proxy_overloaded(), retry)
+            await _answer(scope, send, proxy_overloaded(), retry)
             return
         self._inflight += 1
         try:
@@ -164,11 +165,20 @@ def _counted(receive: Receive, limit: int) -> Receive:
     return counted
 
 
-async def _answer(send: Send, err: ProxyError, *extra: tuple[bytes, bytes]) -> None:
+async def _answer(scope: Scope, send: Send, err: ProxyError, *extra: tuple[bytes, bytes]) -> None:
+    _count(scope, err.code)
     body = err.body()
     headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *extra]
     await send({"type": "http.response.start", "status": err.status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _count(scope: Scope, reason: str) -> None:
+    """Count a rejection in the worker's metrics (the lifespan state holds the live edge)."""
+    live = scope.get("state", {}).get("edge")
+    metrics = getattr(getattr(live, "current", None), "metrics", None)
+    if metrics is not None:
+        metrics.rejected.labels(reason).inc()
 
 
 # -- the bind check `curator serve` runs ------------------------------------------------

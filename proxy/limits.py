@@ -46,7 +46,7 @@ class Limits:
     max_messages: int = 10_000
     max_json_depth: int = 64
     shutdown_grace_s: float = 20.0
-    """Plus up to 10 s to flush the audit queue: still inside the 30 s an orchestrator
+    """Plus up to 5 s to flush the audit queue: still inside the 30 s an orchestrator
     (Kubernetes, Docker) gives by default between SIGTERM and SIGKILL."""
 
     @property

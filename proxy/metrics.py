@@ -44,6 +44,8 @@ CURATION_BUCKETS = (
 UPSTREAM_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
 )  # fmt: skip
+UPSTREAM_ERRORS = frozenset({"upstream_unreachable", "upstream_timeout", "upstream_error"})
+REJECT_REASONS = ("invalid_proxy_key", "request_too_large", "proxy_overloaded")
 KNOWN_SKIPS = frozenset(
     {
         "invalid_json",
@@ -154,6 +156,20 @@ class Metrics:
             ["route", "result"],
             registry=r,
         )
+        self.upstream_errors = Counter(
+            "curator_upstream_errors",
+            "Upstream failures by phase: before the response started, or mid-response",
+            ["route", "phase", "code"],
+            registry=r,
+        )
+        self.rejected = Counter(
+            "curator_rejected",
+            "Requests the gate answered itself (bad proxy key, too large, overloaded)",
+            ["reason"],
+            registry=r,
+        )
+        for reason in REJECT_REASONS:
+            self.rejected.labels(reason)
         for result in ("written", "dropped", "failed"):
             self.audit_records.labels(result)
         for result in ("ok", "error"):
@@ -180,6 +196,9 @@ class Metrics:
             self.upstream_seconds.labels(route, "ttfb").observe(record.ttfb_s)
         if record.upstream_status is not None:
             self.upstream_seconds.labels(route, "total").observe(record.latency_s)
+        if record.error in UPSTREAM_ERRORS:
+            phase = "before_response" if record.upstream_status is None else "mid_response"
+            self.upstream_errors.labels(route, phase, record.error).inc()
 
     def _actions(self, route: str, record: ExchangeRecord) -> None:
         # Messages touched per curator, as `x-curator-actions` counts them, so the two agree.

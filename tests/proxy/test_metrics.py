@@ -21,6 +21,7 @@ from policies.encoders import Encoder
 from policies.errors import ConfigError
 from policies.tokens import TokenCounter
 from proxy.app import create_app
+from proxy.auth_settings import AuthConfig
 from proxy.chat import actions_header
 from proxy.cli import format_config
 from proxy.config import Config, ServerConfig, default_config, load_config
@@ -114,6 +115,37 @@ def test_summarizer_spending_and_saving_are_counted() -> None:
     assert total(text, calls, result="ok") == 2
     assert total(text, calls, result="error") == 1
     assert total(text, calls, result="cache_hit") == 2
+
+
+def test_upstream_errors_are_counted_by_phase() -> None:
+    metrics = Metrics(LABELS)
+    observe(metrics, status=504, upstream_status=None, error="upstream_timeout")
+    observe(metrics, status=200, upstream_status=200, error="upstream_error")
+    observe(metrics, status=400, upstream_status=None, error="context_length_exceeded")
+    text = text_of(metrics)
+    errors = "curator_upstream_errors_total"
+    assert total(text, errors, phase="before_response", code="upstream_timeout") == 1
+    assert total(text, errors, phase="mid_response", code="upstream_error") == 1
+    # The proxy's own answers are not upstream failures.
+    assert total(text, errors) == 2
+
+
+def test_gate_rejections_are_counted_by_reason(tmp_path: Path) -> None:
+    limits = dataclasses.replace(ServerConfig().limits, max_body_mb=1)
+    config = dataclasses.replace(
+        make_config(tmp_path, sink="none"),
+        server=dataclasses.replace(ServerConfig(), limits=limits),
+        auth=AuthConfig(keys=("proxy-key",)),
+    )
+    with app_client(config) as client:
+        no_key = client.request(**post({"model": "gpt-4o", "messages": [f.user("hi")]}))
+        big = client.request(**post(b"x" * (2 << 20), authorization="Bearer proxy-key"))
+        scrape = client.get("/metrics", headers={"authorization": "Bearer proxy-key"})
+    assert (no_key.status_code, big.status_code) == (401, 413)
+    text = scrape.text
+    assert total(text, "curator_rejected_total", reason="invalid_proxy_key") == 1
+    assert total(text, "curator_rejected_total", reason="request_too_large") == 1
+    assert total(text, "curator_rejected_total", reason="proxy_overloaded") == 0
 
 
 def test_audit_outcomes_and_reloads_are_counted() -> None:
