@@ -12,7 +12,7 @@ import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 from policies import validate as v
@@ -27,6 +27,11 @@ from proxy.audit.settings import DEFAULT_PATHS, AuditConfig, read_audit
 from proxy.auth_settings import AuthConfig, read_auth
 from proxy.limits import LIMIT_KEYS, Limits, read_limits
 from proxy.metrics_settings import MetricsConfig, read_metrics
+from proxy.route_settings import MODES as MODES
+from proxy.route_settings import Mode as Mode
+from proxy.route_settings import Route as Route
+from proxy.route_settings import RouteMatch as RouteMatch
+from proxy.route_settings import read_routes
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 DEFAULTS_SOURCE = "<defaults>"
@@ -51,36 +56,6 @@ class UpstreamConfig:
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 600.0
     """Longest silence allowed between two bytes of the response (SSE pauses included)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RouteMatch:
-    path: str | None = None
-    """Glob on the request path, e.g. /v1/chat/completions. None matches any path."""
-    model: str | None = None
-    """Glob on the body's `model`. None matches any model (and bodies without one)."""
-    headers: tuple[tuple[str, str], ...] = ()
-    """(lower-cased header name, glob on its value); all must match."""
-
-    @property
-    def matches_all(self) -> bool:
-        return self.path is None and self.model is None and not self.headers
-
-
-Mode = Literal["enforce", "shadow", "off"]
-"""enforce: curate and send the curated request. shadow: curate, report and record what
-would have changed, send the client's exact bytes. off: no curation and no counting."""
-MODES: tuple[Mode, ...] = ("enforce", "shadow", "off")
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    name: str
-    upstream: str
-    policy: str
-    match: RouteMatch = field(default_factory=RouteMatch)
-    allow_policy_header: bool = False
-    mode: Mode = "enforce"
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,78 +305,7 @@ def _summarizer_upstreams(build: _Build, policy: Policy, path: KeyPath) -> None:
 
 
 def _routes(build: _Build, value: object, path: KeyPath) -> None:
-    if value == []:
-        build.problems.add(path, "at least one route is required")
-        return
-    if not isinstance(value, list):
-        build.problems.add(path, f"expected a list of routes, got {describe(value)}")
-        return
-    first: dict[str, int] = {}
-    catch_all: int | None = None
-    for i, item in enumerate(value):
-        route = _route(build, item, (*path, i))
-        if route is None:
-            continue
-        if route.name in first:
-            message = f"duplicate route name {route.name!r} (also routes[{first[route.name]}])"
-            build.problems.add((*path, i, "name"), message)
-        first.setdefault(route.name, i)
-        if catch_all is not None:
-            message = f"unreachable: routes[{catch_all}] has no match and takes every request"
-            build.problems.add((*path, i), message + "; a route without match must be last")
-        elif route.match.matches_all:
-            catch_all = i
-        build.routes.append(route)
-
-
-ROUTE_KEYS = ("name", "match", "upstream", "policy", "allow_policy_header", "mode")
-
-
-def _route(build: _Build, item: object, path: KeyPath) -> Route | None:
-    data = build.read.mapping(item, path, ROUTE_KEYS)
-    if data is None:
-        return None
-    build.read.require(data, ("name", "upstream", "policy"), path)
-    refs = {key: build.read.get(data, key, path, "", v.text) for key in ("upstream", "policy")}
-    for key, ref in refs.items():
-        declared = build.declared[key]
-        if ref and ref not in declared:
-            defined = ", ".join(sorted(declared)) or "none"
-            message = f"unknown {key} {ref!r}{suggest(ref, declared)} (defined: {defined})"
-            build.problems.add((*path, key), message)
-    return Route(
-        name=build.read.get(data, "name", path, f"routes[{path[-1]}]", v.text),
-        upstream=refs["upstream"],
-        policy=refs["policy"],
-        match=_match(build.read, data.get("match"), (*path, "match")),
-        allow_policy_header=build.read.get(data, "allow_policy_header", path, False, v.boolean),
-        mode=_mode(build.read, data, path),
-    )
-
-
-def _mode(read: Reader, data: Mapping[str, Any], path: KeyPath) -> Mode:
-    # YAML 1.1 reads a bare `off` as false, and `mode: off` is what the operator wrote.
-    value = "off" if data.get("mode") is False else data.get("mode", "enforce")
-    mode: Mode = read.get({"mode": value}, "mode", path, "enforce", v.one_of(*MODES))
-    return mode
-
-
-def _match(read: Reader, value: object, path: KeyPath) -> RouteMatch:
-    data = read.mapping(value, path, ("path", "model", "headers")) if value is not None else None
-    if data is None:
-        return RouteMatch()
-    headers: list[tuple[str, str]] = []
-    if "headers" in data:
-        for name, glob, item_path in read.named(data["headers"], (*path, "headers")):
-            if isinstance(glob, str):
-                headers.append((name.lower(), glob))
-            else:
-                read.problems.add(item_path, f"expected a string (a glob), got {describe(glob)}")
-    return RouteMatch(
-        path=read.get(data, "path", path, None, v.text),
-        model=read.get(data, "model", path, None, v.text),
-        headers=tuple(headers),
-    )
+    build.routes.extend(read_routes(build.read, value, path, build.declared))
 
 
 def _audit(build: _Build, value: object, path: KeyPath) -> None:

@@ -91,21 +91,36 @@ class Metrics:
         # In multiprocess mode values live in files; the families still need a registry
         # that is not the global one, so each app gets its own.
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.requests = Counter(
-            "curator_requests", "Proxied requests", ["route", "policy", "status"], registry=r
+        self._traffic_families()
+        self._operation_families()
+        # Families with closed label sets show every series from the start.
+        for reason in REJECT_REASONS:
+            self.rejected.labels(reason)
+        for result in ("written", "dropped", "failed"):
+            self.audit_records.labels(result)
+        for result in ("ok", "error"):
+            self.config_reloads.labels(result)
+
+    def _counter(self, name: str, doc: str, *labelnames: str) -> Counter:
+        return Counter(name, doc, labelnames, registry=self.registry)
+
+    def _gauge(self, name: str, doc: str) -> Gauge:
+        return Gauge(name, doc, registry=self.registry, multiprocess_mode="livesum")
+
+    def _traffic_families(self) -> None:
+        counter, r = self._counter, self.registry
+        self.requests = counter("curator_requests", "Proxied requests", "route", "policy", "status")
+        self.tokens = counter(
+            "curator_tokens", "Prompt tokens before/after curation", "route", "stage"
         )
-        self.tokens = Counter(
-            "curator_tokens", "Prompt tokens before/after curation", ["route", "stage"], registry=r
+        self.tokens_saved = counter(
+            "curator_tokens_saved", "Tokens removed, by curator", "route", "curator"
         )
-        self.tokens_saved = Counter(
-            "curator_tokens_saved", "Tokens removed, by curator", ["route", "curator"], registry=r
+        self.actions = counter(
+            "curator_actions", "Messages touched, by curator", "route", "curator"
         )
-        self.actions = Counter(
-            "curator_actions", "Curator actions", ["route", "curator"], registry=r
-        )
-        self.skipped = Counter(
-            "curator_skipped", "Requests forwarded uncurated, by reason", ["reason"], registry=r
+        self.skipped = counter(
+            "curator_skipped", "Requests forwarded uncurated, by reason", "reason"
         )
         self.curation_seconds = Histogram(
             "curator_curation_seconds",
@@ -121,59 +136,45 @@ class Metrics:
             buckets=UPSTREAM_BUCKETS,
             registry=r,
         )
-        self.inflight = Gauge(
-            "curator_inflight_requests",
-            "Requests being proxied now",
-            registry=r,
-            multiprocess_mode="livesum",
+
+    def _operation_families(self) -> None:
+        counter, gauge = self._counter, self._gauge
+        self.inflight = gauge("curator_inflight_requests", "Requests being proxied now")
+        self.audit_records = counter("curator_audit_records", "Audit records by result", "result")
+        self.audit_queue_depth = gauge(
+            "curator_audit_queue_depth", "Audit records waiting to be written"
         )
-        self.audit_records = Counter(
-            "curator_audit_records", "Audit records by result", ["result"], registry=r
-        )
-        self.audit_queue_depth = Gauge(
-            "curator_audit_queue_depth",
-            "Audit records waiting to be written",
-            registry=r,
-            multiprocess_mode="livesum",
-        )
-        self.tokenizer_fallback = Counter(
+        self.tokenizer_fallback = counter(
             "curator_tokenizer_fallback",
             "Encodings that could not be loaded and are estimated instead",
-            registry=r,
         )
-        self.config_reloads = Counter(
-            "curator_config_reloads", "Config reloads by result", ["result"], registry=r
+        self.config_reloads = counter(
+            "curator_config_reloads", "Config reloads by result", "result"
         )
-        self.summarizer_tokens = Counter(
+        self.summarizer_tokens = counter(
             "curator_summarizer_tokens",
             "Tokens summarizing spent (prompt + completion) and saved",
-            ["route", "kind"],
-            registry=r,
+            "route",
+            "kind",
         )
-        self.summarizer_calls = Counter(
+        self.summarizer_calls = counter(
             "curator_summarizer_calls",
             "Summaries by result: a model call that worked or failed, or a cache hit",
-            ["route", "result"],
-            registry=r,
+            "route",
+            "result",
         )
-        self.upstream_errors = Counter(
+        self.upstream_errors = counter(
             "curator_upstream_errors",
             "Upstream failures by phase: before the response started, or mid-response",
-            ["route", "phase", "code"],
-            registry=r,
+            "route",
+            "phase",
+            "code",
         )
-        self.rejected = Counter(
+        self.rejected = counter(
             "curator_rejected",
             "Requests the gate answered itself (bad proxy key, too large, overloaded)",
-            ["reason"],
-            registry=r,
+            "reason",
         )
-        for reason in REJECT_REASONS:
-            self.rejected.labels(reason)
-        for result in ("written", "dropped", "failed"):
-            self.audit_records.labels(result)
-        for result in ("ok", "error"):
-            self.config_reloads.labels(result)
 
     def observe(self, record: ExchangeRecord) -> None:
         """The exchange observer: count one finished request."""
