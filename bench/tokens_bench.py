@@ -22,8 +22,10 @@ from typing import Any
 import orjson
 
 from bench.conversations import large_request
-from policies.encoders import Encoder, EstimatingEncoder
+from policies.digests import message_key
+from policies.encoders import Encoder, EstimatingEncoder, fit
 from policies.messages import Message
+from policies.splits import Profile, splits
 from policies.tokens import TokenCounter
 
 MODEL = "gpt-4o"
@@ -92,8 +94,12 @@ def key_alternatives() -> dict[str, Callable[[list[Message]], object]]:
             )
         )
 
+    space = b"m\0o200k_base\0"
     return {
-        "orjson sorted + sha256/16 (chosen)": lambda ms: [
+        "content UTF-8 after the rest's JSON, sha256/16 (chosen)": lambda ms: [
+            message_key(space, m) for m in ms
+        ],
+        "orjson sorted + sha256/16": lambda ms: [
             hashlib.sha256(sorted_json(m)).digest()[:16] for m in ms
         ],
         "orjson sorted + blake2b/16": lambda ms: [
@@ -116,7 +122,7 @@ def bench_keys(raw: bytes, repeat: int) -> None:
         for name, fn in alternatives.items():
             best[name] = min(best[name], best_ms_fresh(lambda: messages_of(raw), fn, 1))
     for name, ms in best.items():
-        print(f"  {name:38s} {ms:7.3f} ms")
+        print(f"  {name:56s} {ms:7.3f} ms")
 
 
 def bench_counting(raw: bytes, encoder: Encoder, repeat: int) -> None:
@@ -183,6 +189,20 @@ def bench_cuts(raw: bytes, encoder: Encoder, repeat: int) -> None:
         lambda: big.encode().decode(), lambda text: counter.head(text, MODEL, 2_000), repeat
     )
     print(f"  head, cached                           {cached:8.3f} ms")
+    rule = splits(encoder)
+    if rule is None:
+        return
+    # What a request's first count pays for a profile, and what a cut then costs.
+    built = best_ms(lambda: Profile(encoder, big, rule), repeat)
+    print(f"  count with a split profile             {built:8.2f} ms ({built / whole:.2f}x)")
+    for from_end in (False, True):
+
+        def cut(profile: Profile, end: bool = from_end) -> int:
+            return fit(profile, len(big), 2_000, from_end=end)
+
+        ms = best_ms_fresh(lambda: Profile(encoder, big, rule), cut, repeat)
+        label = f"{'tail' if from_end else 'head'}, from the profile"
+        print(f"  {label:38s} {ms:8.2f} ms ({ms / whole:.2f}x)")
 
 
 def bench_memory(raw: bytes, encoder: Encoder) -> None:

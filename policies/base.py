@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, runtime_checkable
 
 from policies.messages import Message, role
+from policies.tally import Tally
 
 if TYPE_CHECKING:
     from policies.summary_cache import SummaryCache
@@ -126,7 +127,11 @@ class Services:
 
 @dataclass(frozen=True, slots=True)
 class CurationContext:
-    """Per-request facts a curator may use. Built once per request by the policy."""
+    """Per-request facts a curator may use. Built once per request by the policy.
+
+    Its `tally` remembers counts by message identity: build a new context for each
+    request, and never mutate a message a context has counted.
+    """
 
     model: str
     counter: TokenCounter
@@ -136,6 +141,11 @@ class CurationContext:
     on_overflow: Literal["truncate", "reject", "forward"] = "truncate"
     services: Services | None = None
     """Needed by async curators only; None where no model may be called."""
+    tally: Tally = field(init=False, repr=False, compare=False)
+    """This request's token counts: curators count through it, not through `counter`."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tally", Tally(self.counter, self.model))
 
     def pinned(self, messages: Sequence[Message]) -> frozenset[int]:
         return self.pins.pinned(messages)
@@ -147,6 +157,21 @@ class Curator(Protocol):
     name: ClassVar[str]
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput: ...
+
+
+@runtime_checkable
+class TextCutter(Protocol):
+    """A curator that cuts long texts to a number of tokens (a head and a tail, say).
+
+    The chain counts texts that may be cut so that cutting them later re-encodes only
+    near the cut (`policies.splits`); that costs a little on every long text, so it is
+    done only for texts of at least `cuts_above()` characters (a text of fewer
+    characters rarely holds more tokens).
+    """
+
+    def cuts_above(self) -> int:
+        """Texts of more tokens than this may be cut."""
+        ...
 
 
 @runtime_checkable

@@ -28,7 +28,8 @@ from policies import params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.errors import ContextOverflow
 from policies.messages import Message, Unit, units
-from policies.tokens import TokenCounter
+from policies.tally import Tally
+from policies.tokens import REPLY_PRIMING
 
 _MARK_END = " tokens removed by context-curator to fit the context window ...]"
 
@@ -61,15 +62,13 @@ class TokenBudget:
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
         limit = self.limit(ctx)
-        counter, model = ctx.counter, ctx.model
-        total = counter.count_messages(messages, model)
+        each = ctx.tally.each(messages)
+        total = sum(each) + REPLY_PRIMING
         if not messages or total <= limit:
             return CuratorOutput(list(messages))
         pinned = ctx.pinned(messages)
         droppable = [u for u in units(messages)[:-1] if pinned.isdisjoint(u.indexes())]
-        sizes = [
-            sum(counter.count_message(messages[i], model) for i in u.indexes()) for u in droppable
-        ]
+        sizes = [sum(each[u.start : u.stop]) for u in droppable]
         floor = total - sum(sizes)
         if floor > limit:
             return self._overflow(messages, droppable, floor, limit, ctx)
@@ -102,7 +101,7 @@ class TokenBudget:
         if ctx.on_overflow == "reject":
             raise ContextOverflow(floor, limit)
         dropped = [i for u in droppable for i in u.indexes()]
-        removed = sum(ctx.counter.count_message(messages[i], ctx.model) for i in dropped)
+        removed = sum(ctx.tally.one(messages[i]) for i in dropped)
         reason = (
             f"overflow: pinned messages and the newest unit need {floor:,} tokens, "
             f"over the budget of {limit:,}; "
@@ -123,9 +122,9 @@ class TokenBudget:
         self, kept: dict[int, Message], pinned: frozenset[int], over: int, ctx: CurationContext
     ) -> list[Action]:
         """Cut the largest non-pinned string contents (in `kept`, in place) until within."""
-        counter, model = ctx.counter, ctx.model
+        tally = ctx.tally
         sizes = {
-            i: _content_tokens(m, counter, model)
+            i: tally.one(m) - tally.bare(m)
             for i, m in kept.items()
             if i not in pinned and _cuttable(m)
         }
@@ -134,8 +133,9 @@ class TokenBudget:
             if over <= 0:
                 break
             msg = kept[i]
-            cut = {**msg, "content": _head_cut(msg["content"], sizes[i], sizes[i] - over, ctx)}
-            saved = counter.count_message(msg, model) - counter.count_message(cut, model)
+            text, tokens = _head_cut(msg["content"], sizes[i], sizes[i] - over, tally)
+            cut = tally.replaced(msg, text, tokens)
+            saved = tally.one(msg) - tally.one(cut)
             if saved <= 0:
                 continue
             kept[i] = cut
@@ -162,20 +162,17 @@ def _cuttable(msg: Message) -> bool:
     return isinstance(content, str) and bool(content) and not content.endswith(_MARK_END)
 
 
-def _content_tokens(msg: Message, counter: TokenCounter, model: str) -> int:
-    # Both counts are cached per message, so a long content is not re-tokenized.
-    return counter.count_message(msg, model) - counter.count_message({**msg, "content": ""}, model)
-
-
-def _head_cut(text: str, total: int, target: int, ctx: CurationContext) -> str:
-    """A prefix of `text` plus a marker, at most `target` tokens if at all possible."""
-    counter, model = ctx.counter, ctx.model
-    room = target - counter.count_text(marker(total), model)
+def _head_cut(text: str, total: int, target: int, tally: Tally) -> tuple[str, int]:
+    """A prefix of `text` plus a marker, at most `target` tokens if at all possible; and
+    its tokens."""
+    room = target - tally.text(marker(total))
     while room > 0:
-        head = counter.head(text, model, room)
-        out = f"{head}\n\n{marker(max(0, total - counter.count_text(head, model)))}"
-        over = counter.count_text(out, model) - target
+        head = tally.fit(text, room, from_end=False)
+        rest = f"\n\n{marker(max(0, total - tally.span(text, 0, head)))}"
+        tokens = tally.joined(text, head, rest, 0)
+        over = tokens - target
         if over <= 0:
-            return out
+            return text[:head] + rest, tokens
         room -= over
-    return marker(total)
+    out = marker(total)
+    return out, tally.text(out)

@@ -18,6 +18,7 @@ from policies.base import (
     CurationContext,
     Curator,
     CuratorOutput,
+    TextCutter,
 )
 from policies.messages import Message
 
@@ -53,12 +54,13 @@ class _Progress:
 
     def result(self) -> CurationResult:
         ctx = self.ctx
-        after = ctx.counter.count_messages(self.current, ctx.model) if self.actions else self.before
+        # Curators counted what they wrote, so this only adds up counts already known.
+        after = ctx.tally.total(self.current) if self.actions else self.before
         return CurationResult(self.current, tuple(self.actions), self.before, after)
 
 
 def _start(messages: Sequence[Message], ctx: CurationContext, check: bool) -> _Progress:
-    before = ctx.counter.count_messages(messages, ctx.model)
+    before = ctx.tally.total(messages)
     return _Progress(ctx, check, before, list(messages))
 
 
@@ -69,10 +71,15 @@ class Chain:
     curators: tuple[Curator, ...] = ()
     _awaited: tuple[bool, ...] = field(init=False, repr=False, compare=False)
     """Per curator: is it an AsyncCurator (decided once, not per request)."""
+    _profile_chars: int | None = field(init=False, repr=False, compare=False)
+    """The fewest tokens a curator may cut a text to (`TextCutter`), taken as the fewest
+    characters of a text worth profiling; None when no curator cuts texts."""
 
     def __post_init__(self) -> None:
         awaited = tuple(isinstance(c, AsyncCurator) for c in self.curators)
         object.__setattr__(self, "_awaited", awaited)
+        cuts = [c.cuts_above() for c in self.curators if isinstance(c, TextCutter)]
+        object.__setattr__(self, "_profile_chars", min(cuts, default=None))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -93,6 +100,7 @@ class Chain:
         if self.is_async:
             names = [c.name for c, a in zip(self.curators, self._awaited, strict=True) if a]
             raise AsyncOnlyError(names)
+        ctx.tally.profile_chars = self._profile_chars
         progress = _start(messages, ctx, check)
         for curator in self.curators:
             progress.apply(curator.name, curator.curate(progress.current, ctx))
@@ -102,6 +110,7 @@ class Chain:
         self, messages: Sequence[Message], ctx: CurationContext, *, check: bool = False
     ) -> CurationResult:
         """Like `run`, awaiting async curators; plain curators run inline, in order."""
+        ctx.tally.profile_chars = self._profile_chars
         progress = _start(messages, ctx, check)
         for curator, awaited in zip(self.curators, self._awaited, strict=True):
             if awaited and isinstance(curator, AsyncCurator):

@@ -22,12 +22,12 @@ The last unit is repaired like any other: repair is what makes it acceptable.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from policies.base import Action, ActionKind, CurationContext, CuratorOutput
-from policies.messages import Message, Unit, call_ids, is_result, opens_block, role, units
+from policies.messages import MAPPING, Message, Unit, call_ids, is_result, opens_block, role, units
 
 _SPEECH_KEYS = ("content", "refusal", "audio", "function_call")
 
@@ -68,7 +68,7 @@ class ToolPairCoherence:
         self, messages: Sequence[Message], repair: _Repair, ctx: CurationContext
     ) -> tuple[Action, ...]:
         def cost(indexes: list[int]) -> int:
-            return sum(ctx.counter.count_message(messages[i], ctx.model) for i in indexes)
+            return sum(ctx.tally.one(messages[i]) for i in indexes)
 
         actions: list[Action] = []
         if repair.orphans:
@@ -76,9 +76,7 @@ class ToolPairCoherence:
             actions.append(self._action("drop", repair.orphans, cost(repair.orphans), reason))
         if repair.trimmed:
             kept = dict(repair.out)
-            saved = cost(repair.trimmed) - sum(
-                ctx.counter.count_message(kept[i], ctx.model) for i in repair.trimmed
-            )
+            saved = cost(repair.trimmed) - sum(ctx.tally.one(kept[i]) for i in repair.trimmed)
             reason = f"removed unanswered calls from {len(repair.trimmed)} assistant message(s)"
             actions.append(self._action("repair", repair.trimmed, saved, reason))
         if repair.emptied:
@@ -157,7 +155,7 @@ def _answered_only(head: Message, answered: set[str], function_answered: bool) -
 
 
 def _has_id(call: object) -> bool:
-    return isinstance(call, Mapping) and isinstance(call.get("id"), str)
+    return isinstance(call, MAPPING) and isinstance(call.get("id"), str)
 
 
 def _says_nothing(msg: Message) -> bool:

@@ -3,8 +3,9 @@
 Agents re-read the same file and re-run the same listing; each copy costs its full size
 on every later request. An earlier copy's content becomes a pointer,
 `[duplicate of a later tool result (call <id> / <tool>), N tokens]`, so the model knows
-where the text is. Copies are identified by their exact content (a SHA-256 of its
-canonical bytes; string and text-part contents alike). Only contents of at least
+where the text is. Copies are identified by their exact content (a string as it is, a
+list of parts by its canonical JSON), compared only among contents of the same length,
+so a long history is not hashed every turn. Only contents of at least
 `min_tokens` tokens are worth a pointer, and only when the pointer is shorter. The
 message stays, so tool-call pairs stay valid; pinned messages are kept as they are.
 
@@ -18,8 +19,8 @@ cleared, and dedupe only rewrites within the recent, uncleared tail.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -27,7 +28,8 @@ import orjson
 
 from policies import params
 from policies.base import Action, CurationContext, CuratorOutput
-from policies.messages import Message, is_result, opens_block, role, tool_names
+from policies.messages import Message, is_result, opens_block, role
+from policies.tally import Tally
 
 DUPLICATE_PREFIX = "[duplicate of a later tool result"
 
@@ -49,26 +51,23 @@ class Dedupe:
         params.integer("min_tokens", self.min_tokens, minimum=0)
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
-        counter, model = ctx.counter, ctx.model
+        tally = ctx.tally
         pinned = ctx.pinned(messages)
-        later: dict[bytes, str] = {}  # digest -> the nearest later copy seen so far
+        later: dict[str | bytes, str] = {}  # content -> the nearest later copy seen so far
         out = list(messages)
         actions: list[Action] = []
-        for i, reference in reversed(_results(messages)):
-            msg = messages[i]
-            key = _digest(msg.get("content"))
-            if key is None:
-                continue
-            next_copy = later.get(key)
-            later[key] = reference
+        for i, reference, content in reversed(_candidates(messages, tally)):
+            next_copy = later.get(content)
+            later[content] = reference
             if next_copy is None or i in pinned:
                 continue
-            empty = counter.count_message({**msg, "content": ""}, model)
-            before = counter.count_message(msg, model)
+            msg = messages[i]
+            empty = tally.bare(msg)
+            before = tally.one(msg)
             if before - empty < self.min_tokens:
                 continue
-            new = {**msg, "content": pointer(next_copy, before - empty)}
-            saved = before - counter.count_message(new, model)
+            new = tally.replaced(msg, pointer(next_copy, before - empty))
+            saved = before - tally.one(new)
             if saved > 0:
                 out[i] = new
                 reason = f"repeated later as {next_copy}: kept that copy only"
@@ -78,33 +77,53 @@ class Dedupe:
         return CuratorOutput(out, tuple(reversed(actions)))
 
 
-def _results(messages: Sequence[Message]) -> list[tuple[int, str]]:
-    """(index, reference) of each tool and function result, oldest first."""
-    found: list[tuple[int, str]] = []
-    names: dict[str, str] = {}
+def _candidates(messages: Sequence[Message], tally: Tally) -> list[tuple[int, str, str | bytes]]:
+    """(index, reference, content) of the results whose content may have a copy, oldest
+    first. Only a content of the same length can be a copy, so the others are left out
+    before any content is hashed: a long history is not hashed again every turn."""
+    found = [
+        (i, names, c)
+        for i, names in _results(messages, tally)
+        if (c := _content(messages[i])) is not None
+    ]
+    sizes = Counter((type(c), len(c)) for _, _, c in found)
+    return [
+        (i, _reference(messages[i], names), c)
+        for i, names, c in found
+        if sizes[type(c), len(c)] > 1
+    ]
+
+
+def _results(messages: Sequence[Message], tally: Tally) -> list[tuple[int, Mapping[str, str]]]:
+    """(index, its block's call id -> tool name) of each tool and function result."""
+    found: list[tuple[int, Mapping[str, str]]] = []
+    names: Mapping[str, str] = {}
     for i, msg in enumerate(messages):
         if opens_block(msg):
-            names = tool_names(msg)
-        elif role(msg) == "function":
-            found.append((i, f"function {msg.get('name') or 'unnamed'}"))
+            names = tally.tool_names(msg)
         elif is_result(msg):
-            tid = msg.get("tool_call_id")
-            tool = names.get(tid, "") if isinstance(tid, str) else ""
-            found.append((i, f"call {tid} / {tool or 'unnamed tool'}"))
+            found.append((i, names))
     return found
 
 
-def _digest(content: object) -> bytes | None:
-    """A digest of the content's exact bytes; None for no content, or a pointer already."""
+def _reference(msg: Message, names: Mapping[str, str]) -> str:
+    """How a pointer names this result."""
+    if role(msg) == "function":
+        return f"function {msg.get('name') or 'unnamed'}"
+    tid = msg.get("tool_call_id")
+    tool = names.get(tid, "") if isinstance(tid, str) else ""
+    return f"call {tid} / {tool or 'unnamed tool'}"
+
+
+def _content(msg: Message) -> str | bytes | None:
+    """The content as compared: a string as it is, a list as its canonical JSON; None for
+    no content, or a pointer already."""
+    content = msg.get("content")
     if isinstance(content, str):
-        if content.startswith(DUPLICATE_PREFIX):
-            return None
-        data = b"s" + content.encode("utf-8", "surrogatepass")
-    elif isinstance(content, list):
+        return None if content.startswith(DUPLICATE_PREFIX) else content
+    if isinstance(content, list):
         try:
-            data = b"l" + orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
+            return orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
         except TypeError:  # not plain JSON (a library caller's objects): never a duplicate
             return None
-    else:
-        return None
-    return hashlib.sha256(data).digest()
+    return None

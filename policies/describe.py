@@ -67,6 +67,9 @@ def content_chars(content: object) -> int:
 
 
 def content_bytes(content: object) -> int:
+    # An ASCII string's UTF-8 size is its length; isascii() is a flag CPython keeps.
+    if isinstance(content, str) and content.isascii():
+        return len(content)
     return sum(len(s.encode("utf-8", "surrogatepass")) for s in strings(content))
 
 

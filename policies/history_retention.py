@@ -89,7 +89,7 @@ class HistoryRetention:
             if content_chars(msg.get("content")) <= self.threshold_chars:
                 out.append(msg)
                 continue
-            new, kind, done = self._apply(messages, i, mode)
+            new, kind, done = self._apply(messages, i, mode, ctx)
             actions.append(self._action(msg, new, kind, done, i, ctx))
             if new is not None:
                 out.append(new)
@@ -104,8 +104,8 @@ class HistoryRetention:
         i: int,
         ctx: CurationContext,
     ) -> Action:
-        before = ctx.counter.count_message(msg, ctx.model)
-        after = ctx.counter.count_message(new, ctx.model) if new is not None else 0
+        before = ctx.tally.one(msg)
+        after = ctx.tally.one(new) if new is not None else 0
         size = size_label(content_bytes(msg.get("content")))
         reason = f"{role(msg)} content of ~{size} in an older turn {done}"
         return Action(self.name, kind, (i,), before - after, reason)
@@ -122,13 +122,15 @@ class HistoryRetention:
         return self.tool if is_result(msg) else "full"
 
     def _apply(
-        self, messages: Sequence[Message], i: int, mode: Mode
+        self, messages: Sequence[Message], i: int, mode: Mode, ctx: CurationContext
     ) -> tuple[Message | None, ActionKind, str]:
         """The new message (None: removed), the kind of action, and what was done."""
         msg = messages[i]
         content = msg.get("content")
         if mode == "summary":
-            return {**msg, "content": summary(content)}, "replace", "replaced by a description"
+            # Describing reads the whole content, and old messages are resent every turn.
+            text = ctx.tally.remember_text(msg, b"|history_summary", lambda: summary(content))
+            return ctx.tally.replaced(msg, text), "replace", "replaced by a description"
         placeholder = "replaced by a placeholder"
         if role(msg) != "user":
             return {**msg, "content": removed("tool result", content)}, "replace", placeholder

@@ -175,7 +175,7 @@ def check(
     if missing:
         errors.append(f"last unit messages {missing} were dropped")
     if budget is not None:
-        used = ctx.counter.count_messages(curated, ctx.model)
+        used = ctx.tally.total(curated)
         if used > budget:
             errors.append(f"curated tokens {used} exceed budget {budget}")
     return errors

@@ -167,7 +167,7 @@ class Summarizer:
         gone = set(span)
         out = [m for i, m in enumerate(messages[:stop]) if i not in gone]
         out += [summary, *messages[stop:]]
-        size = ctx.counter.count_message(summary, ctx.model)
+        size = ctx.tally.one(summary)
         saved = plan.span_tokens - size
         services.stats.tokens_saved += saved
         reason = (
@@ -178,8 +178,7 @@ class Summarizer:
 
     def plan(self, messages: Sequence[Message], ctx: CurationContext) -> SpanPlan | None:
         """The span to summarize, or None when nothing should be (see the module docstring)."""
-        counter, model = ctx.counter, ctx.model
-        sizes = counter.count_each(messages, model)
+        sizes = ctx.tally.each(messages)
         total, trigger = sum(sizes) + REPLY_PRIMING, self.trigger(ctx)
         if total <= trigger or len(messages) < 2:
             return None
@@ -188,7 +187,7 @@ class Summarizer:
         tail = self._tail_start(messages, every[-1].start)
         candidates = [u for u in every if u.stop <= tail and pinned.isdisjoint(u.indexes())]
         cumulative = list(itertools.accumulate(sum(sizes[u.start : u.stop]) for u in candidates))
-        ceiling = summary_ceiling(self.max_summary_tokens, counter, model)
+        ceiling = summary_ceiling(self.max_summary_tokens, ctx.counter, ctx.model)
         # Only the summary itself, or a span no larger than a summary, is not worth a call.
         first = 2 if candidates and is_summary(messages[candidates[0].start]) else 1
         cuts = [

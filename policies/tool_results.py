@@ -19,8 +19,9 @@ from typing import Any, ClassVar
 
 from policies import params
 from policies.base import Action, CurationContext, CuratorOutput
-from policies.messages import Message, is_result, opens_block, role, tool_names
-from policies.tokens import TOKENS_PER_MESSAGE, TokenCounter
+from policies.messages import Message, is_result, opens_block, role
+from policies.tally import Tally
+from policies.tokens import TOKENS_PER_MESSAGE, Plan
 
 
 def marker(removed: int) -> str:
@@ -47,17 +48,24 @@ class ToolResultTruncation:
         )
         object.__setattr__(self, "exclude_tools", params.names("exclude_tools", self.exclude_tools))
 
+    def cuts_above(self) -> int:
+        return self.max_tokens
+
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
+        tally = ctx.tally
         out = list(messages)
         actions: list[Action] = []
         for i, tool in self._candidates(messages, ctx):
             msg = messages[i]
-            cut = self._cut_message(msg, ctx)
+            before = tally.one(msg)
+            # Most results are judged by their (known) count alone.
+            if before - TOKENS_PER_MESSAGE <= self.max_tokens:
+                continue
+            cut = self._cut_message(msg, before, tally)
             if cut is None:
                 continue
-            before = ctx.counter.count_message(msg, ctx.model)
-            after = ctx.counter.count_message(cut, ctx.model)
             out[i] = cut
+            after = tally.one(cut)
             label = f"{tool!r} result" if tool else "tool result"
             reason = f"{label} cut from {before:,} to {after:,} tokens"
             actions.append(Action(self.name, "truncate", (i,), before - after, reason))
@@ -69,10 +77,10 @@ class ToolResultTruncation:
         """(index, function name) of each result that may be cut, oldest first."""
         pinned = ctx.pinned(messages)
         results: list[tuple[int, str]] = []
-        names: dict[str, str] = {}
+        names: Mapping[str, str] = {}
         for i, msg in enumerate(messages):
             if opens_block(msg):
-                names = tool_names(msg)
+                names = ctx.tally.tool_names(msg)
             elif is_result(msg):
                 results.append((i, _function_name(msg, names)))
         recent = len(results) - self.keep_recent
@@ -82,55 +90,69 @@ class ToolResultTruncation:
             if k < recent and i not in pinned and tool not in self.exclude_tools
         ]
 
-    def _cut_message(self, msg: Message, ctx: CurationContext) -> Message | None:
+    def _cut_message(self, msg: Message, before: int, tally: Tally) -> Message | None:
         """The shortened message, or None when it is within bounds or has no cuttable text."""
-        counter, model = ctx.counter, ctx.model
         content = msg.get("content")
-        # The message count is cached, so most results are judged without re-tokenizing.
-        if counter.count_message(msg, model) - TOKENS_PER_MESSAGE <= self.max_tokens:
+        parts = None if isinstance(content, str) else _text_parts(content)
+        if parts is not None:
+            text = "".join(p["text"] for p in parts)
+        elif isinstance(content, str):
+            text = content
+        else:
             return None
-        if isinstance(content, str):
-            total = counter.count_message(msg, model) - counter.count_message(
-                {**msg, "content": ""}, model
-            )
-            if total <= self.max_tokens:
-                return None
-            return {**msg, "content": self._shorten(content, total, counter, model)}
-        parts = _text_parts(content)
-        if parts is None:
+        # A result is resent every turn: its cut is planned once, with the message.
+        tag = f"|{self.name}|{self.max_tokens}|{self.head_ratio!r}".encode()
+        head, tail, removed, after, bare = tally.remember(
+            msg, tag, lambda: self._plan(msg, text, before, tally)
+        )
+        if head < 0:
             return None
-        text = "".join(p["text"] for p in parts)
-        total = counter.count_text(text, model)
-        if total <= self.max_tokens:
-            return None
-        cut = self._shorten(text, total, counter, model)
-        return {**msg, "content": [{**parts[0], "text": cut}]}
+        middle = marker(removed) if removed >= 0 else ""
+        cut = text[:head] + middle + text[len(text) - tail :]
+        new = {**msg, "content": cut if parts is None else [{**parts[0], "text": cut}]}
+        tally.note(new, after, bare, source=(msg, tag))
+        return new
 
-    def _shorten(self, text: str, total: int, counter: TokenCounter, model: str) -> str:
-        """head + marker + tail of at most `max_tokens` tokens (`total` is the text's count)."""
-        room = self.max_tokens - counter.count_text(marker(total), model)
+    def _plan(self, msg: Message, text: str, before: int, tally: Tally) -> Plan:
+        """(head chars, tail chars, tokens the marker names or -1 for none, tokens after,
+        tokens without the content), or all -1 when the text is within bounds."""
+        bare = tally.bare(msg)
+        # A string content costs what the message costs without it; parts are re-joined.
+        total = before - bare if isinstance(msg.get("content"), str) else tally.text(text)
+        if total <= self.max_tokens:
+            return (-1, -1, -1, -1, -1)
+        head, tail, removed, tokens = self._shorten(text, total, tally)
+        return (head, tail, removed, bare + tokens, bare)
+
+    def _shorten(self, text: str, total: int, tally: Tally) -> Plan:
+        """head + marker + tail of at most `max_tokens` tokens (`total` is the text's count):
+        (head chars, tail chars, the marker's number or -1 for no marker, tokens)."""
+        room = self.max_tokens - tally.text(marker(total))
+        n = len(text)
         while room > 0:
             head_n = int(room * self.head_ratio)
-            head = counter.head(text, model, head_n)
-            tail = counter.tail(text, model, room - head_n)
-            kept = counter.count_text(head, model) + counter.count_text(tail, model)
-            out = head + marker(max(0, total - kept)) + tail
+            head = tally.fit(text, head_n, from_end=False)
+            tail = tally.fit(text, room - head_n, from_end=True)
+            removed = max(0, total - tally.span(text, 0, head) - tally.span(text, n - tail, n))
             # Tokens can merge across the joins, so the sum of the parts is not the count.
-            over = counter.count_text(out, model) - self.max_tokens
+            tokens = tally.joined(text, head, marker(removed), tail)
+            over = tokens - self.max_tokens
             if over <= 0:
-                return out
+                return (head, tail, removed, tokens)
             room -= over
-        return _head_within(text, self.max_tokens, counter, model)
+        head = _head_within(text, self.max_tokens, tally)
+        return (head, 0, -1, tally.span(text, 0, head))
 
 
-def _head_within(text: str, limit: int, counter: TokenCounter, model: str) -> str:
-    """A plain prefix of at most `limit` tokens, for limits too small to hold the marker."""
+def _head_within(text: str, limit: int, tally: Tally) -> int:
+    """Characters of a plain prefix of at most `limit` tokens, for limits too small to hold
+    the marker."""
     n = limit
-    cut = counter.head(text, model, n)
-    while n > 0 and (size := counter.count_text(cut, model)) > limit:
+    head = tally.fit(text, n, from_end=False)
+    while n > 0 and (size := tally.span(text, 0, head)) > limit:
         n -= size - limit
-        cut = counter.head(text, model, n)
-    return cut if n > 0 else ""
+        head = tally.fit(text, n, from_end=False)
+    return head if n > 0 else 0
 
 
 def _function_name(msg: Message, names: Mapping[str, str]) -> str:

@@ -32,7 +32,9 @@ from typing import Any, ClassVar
 from policies import params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.describe import content_bytes, size_label
-from policies.messages import Message, Unit, opens_block, role, tool_names, units
+from policies.messages import Message, Unit, opens_block, role, units
+from policies.tally import Tally
+from policies.tokens import Plan
 
 CLEARED_PREFIX = "[tool result cleared: "
 CLEARED_ARGUMENTS = '{"cleared": true}'
@@ -40,7 +42,11 @@ CLEARED_ARGUMENTS = '{"cleared": true}'
 
 def placeholder(tool: str, content: object) -> str:
     """What a cleared result says instead of its content."""
-    return f"{CLEARED_PREFIX}{tool or 'unnamed tool'}, {size_label(content_bytes(content))}]"
+    return _placeholder(tool, content_bytes(content))
+
+
+def _placeholder(tool: str, size: int) -> str:
+    return f"{CLEARED_PREFIX}{tool or 'unnamed tool'}, {size_label(size)}]"
 
 
 @dataclass(slots=True)
@@ -73,7 +79,7 @@ class ToolUseClearing:
         params.boolean("clear_arguments", self.clear_arguments)
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
-        total = ctx.counter.count_messages(messages, ctx.model) if messages else 0
+        total = ctx.tally.total(messages) if messages else 0
         if total <= self.trigger_tokens:
             return CuratorOutput(list(messages))
         blocks = self._clearable(messages, ctx)
@@ -129,9 +135,9 @@ class ToolUseClearing:
 
     def _plan(self, messages: Sequence[Message], unit: Unit, ctx: CurationContext) -> _Block:
         """What clearing this block would replace, and the tokens it would save."""
-        counter, model = ctx.counter, ctx.model
+        tally = ctx.tally
         head = messages[unit.start]
-        names = tool_names(head)
+        names = tally.tool_names(head)
         block = _Block(unit)
         cleared_ids: set[str] = set()
         for i in unit.indexes()[1:]:
@@ -141,8 +147,7 @@ class ToolUseClearing:
                 continue
             content = msg.get("content")
             if not (isinstance(content, str) and content.startswith(CLEARED_PREFIX)):
-                new = {**msg, "content": placeholder(tool, content)}
-                saved = counter.count_message(msg, model) - counter.count_message(new, model)
+                new, saved = _cleared(msg, tool, tally)
                 if saved <= 0:
                     continue
                 block.replaced[i], block.saved = new, block.saved + saved
@@ -152,10 +157,27 @@ class ToolUseClearing:
                 cleared_ids.add(tid)
         if self.clear_arguments and cleared_ids:
             new_head = _without_arguments(head, cleared_ids)
-            saved = counter.count_message(head, model) - counter.count_message(new_head, model)
+            saved = tally.one(head) - tally.one(new_head)
             if saved > 0:
                 block.replaced[unit.start], block.saved = new_head, block.saved + saved
         return block
+
+
+def _cleared(msg: Message, tool: str, tally: Tally) -> tuple[Message, int]:
+    """`msg` with its placeholder, and the tokens that saves. A placeholder depends on the
+    message and its tool only, so its size and count are remembered with the message."""
+    made: list[str] = []
+
+    def plan() -> Plan:
+        size = tally.content_bytes(msg.get("content"))
+        made.append(_placeholder(tool, size))
+        return (size, tally.bare(msg), tally.text(made[0]))
+
+    tag = b"|clear|" + tool.encode("utf-8", "surrogatepass")
+    size, bare, tokens = tally.remember(msg, tag, plan)
+    new = {**msg, "content": made[0] if made else _placeholder(tool, size)}
+    tally.note(new, bare + tokens, bare)
+    return new, tally.one(msg) - bare - tokens
 
 
 def _tool_of(msg: Message, names: Mapping[str, str]) -> str:

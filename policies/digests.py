@@ -1,0 +1,111 @@
+"""Cache keys and the bounded cache the token counter keeps them in.
+
+A key is a SHA-256 of a value's canonical bytes, cut to 16 bytes: Python's 64-bit hash
+measured faster, but a collision would silently give one message another's count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Generic, TypeVar
+
+import orjson
+
+from policies.encoders import Encoder, EstimatingEncoder
+from policies.messages import MAPPING, Message
+
+V = TypeVar("V")
+
+
+class Lru(Generic[V]):
+    """A bounded, thread-safe map of digests to values; the least recently used go first."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._data: OrderedDict[bytes, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def get_many(self, keys: Iterable[bytes]) -> list[V | None]:
+        out: list[V | None] = []
+        with self._lock:
+            data = self._data
+            for key in keys:
+                value = data.get(key)
+                if value is not None:
+                    data.move_to_end(key)
+                out.append(value)
+        return out
+
+    def get(self, key: bytes) -> V | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+        return value
+
+    def put(self, key: bytes, value: V) -> None:
+        with self._lock:
+            data = self._data
+            data[key] = value
+            if len(data) > self._capacity:
+                data.popitem(last=False)
+
+    def put_many(self, items: Iterable[tuple[bytes, V]]) -> None:
+        with self._lock:
+            data = self._data
+            data.update(items)
+            while len(data) > self._capacity:
+                data.popitem(last=False)
+
+
+def namespace(kind: bytes, enc: Encoder) -> bytes:
+    """What starts every key of this kind and encoding."""
+    # Estimated and exact counts of one encoding must never share cache entries.
+    tag = ("~" if isinstance(enc, EstimatingEncoder) else "") + enc.name
+    return kind + b"\0" + tag.encode() + b"\0"
+
+
+def digest(prefix: bytes, data: bytes) -> bytes:
+    h = hashlib.sha256(prefix)
+    h.update(data)
+    return h.digest()[:16]
+
+
+def message_key(prefix: bytes, msg: Message) -> bytes:
+    """A message's digest. A string content, most of a message's bytes, is hashed as UTF-8
+    after the other fields as JSON: cheaper than escaping it into JSON, and as unambiguous,
+    as JSON text never holds a NUL byte."""
+    content = msg.get("content") if isinstance(msg, MAPPING) else None
+    if isinstance(content, str):
+        try:
+            rest = orjson.dumps(
+                {k: v for k, v in msg.items() if k != "content"}, option=orjson.OPT_SORT_KEYS
+            )
+        except TypeError:
+            pass
+        else:
+            h = hashlib.sha256(prefix)
+            h.update(b"s")
+            h.update(rest)
+            h.update(b"\0")
+            h.update(content.encode("utf-8", "surrogatepass"))
+            return h.digest()[:16]
+    return digest(prefix + b"j", json_bytes(msg))
+
+
+def json_bytes(value: object) -> bytes:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        # Not plain JSON (a library caller's objects, lone surrogates): repr is stable too.
+        return repr(value).encode("utf-8", "surrogatepass")
+
+
+def str_bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")

@@ -1,0 +1,109 @@
+"""OpenAI's cookbook formula for a chat message's prompt tokens.
+
+3 per message, plus the encoded string values, plus 1 for a `name`; tool calls count
+their name and arguments; image, audio and other parts are priced by `policies.images`.
+The formula is a sum over the message's keys, so replacing one value changes the count
+by exactly that value's difference; curators rely on that to count what they rewrite
+without encoding the rest again (`policies.tally`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from policies.encoders import Encoder
+from policies.images import audio_part_tokens, image_part_tokens, opaque_part_tokens
+from policies.messages import MAPPING, Message
+from policies.splits import PROFILE_MIN_CHARS, Profile, splits
+
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_NAME = 1
+
+
+class Sink:
+    """What counting a request's new messages leaves for its curators, by `id()`: the split
+    profiles of long string contents (each holds its text), and each message's tokens
+    without its content (its "bare" count: what a rewritten content is added to)."""
+
+    __slots__ = ("bare", "profile_chars", "profiles")
+
+    def __init__(self) -> None:
+        self.profiles: dict[int, Profile] = {}
+        self.bare: dict[int, int] = {}
+        self.profile_chars: int | None = PROFILE_MIN_CHARS
+        """Profile strings at least this long (never fewer than PROFILE_MIN_CHARS); None:
+        none."""
+
+
+def count(enc: Encoder, text: str) -> int:
+    return len(enc.encode_ordinary(text)) if text else 0
+
+
+def message_tokens(msg: Message, enc: Encoder, sink: Sink | None = None) -> int:
+    """The message's tokens; with a `sink`, also what `Sink` keeps."""
+    if not isinstance(msg, MAPPING):
+        return TOKENS_PER_MESSAGE
+    n = TOKENS_PER_MESSAGE
+    content = 0
+    for key, value in msg.items():
+        if key == "content":
+            if sink is not None and isinstance(value, str):
+                content = _profiled(value, enc, sink)
+            else:
+                content = content_tokens(value, enc)
+        elif key == "tool_calls":
+            if isinstance(value, list):
+                n += sum(_call_tokens(c, enc) for c in value if isinstance(c, MAPPING))
+        elif key == "function_call":
+            n += _function_tokens(value, enc)
+        elif isinstance(value, str):
+            n += count(enc, value) + (TOKENS_PER_NAME if key == "name" else 0)
+    if sink is not None:
+        sink.bare[id(msg)] = n
+    return n + content
+
+
+def _profiled(text: str, enc: Encoder, sink: Sink) -> int:
+    least = sink.profile_chars
+    rule = splits(enc) if least is not None and len(text) >= max(least, PROFILE_MIN_CHARS) else None
+    if rule is None:
+        return count(enc, text)
+    profile = Profile(enc, text, rule)
+    sink.profiles[id(text)] = profile
+    return profile.total
+
+
+def _call_tokens(call: Mapping[str, Any], enc: Encoder) -> int:
+    fn = call.get("function")
+    return _function_tokens(fn if isinstance(fn, Mapping) else call.get("custom"), enc)
+
+
+def _function_tokens(fn: object, enc: Encoder) -> int:
+    """A call's name and arguments (`input` for custom tools)."""
+    if not isinstance(fn, Mapping):
+        return 0
+    fields = (fn.get(k) for k in ("name", "arguments", "input"))
+    return sum(count(enc, v) for v in fields if isinstance(v, str))
+
+
+def content_tokens(content: object, enc: Encoder) -> int:
+    if isinstance(content, str):
+        return count(enc, content)
+    if not isinstance(content, list):
+        return 0
+    n = 0
+    for part in content:
+        if not isinstance(part, MAPPING):
+            continue
+        kind = part.get("type")
+        if kind in ("text", "refusal"):
+            value = part.get(kind)
+            n += count(enc, value) if isinstance(value, str) else 0
+        elif kind == "image_url":
+            n += image_part_tokens(part.get("image_url"))
+        elif kind == "input_audio":
+            n += audio_part_tokens(part.get("input_audio"))
+        else:
+            n += opaque_part_tokens(part, lambda s: count(enc, s))
+    return n

@@ -1,0 +1,66 @@
+"""Cache keys name exactly one message; the bounded cache forgets the oldest first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from policies.digests import Lru, message_key
+
+SPACE = b"m\0o200k_base\0"
+
+
+def test_equal_messages_share_a_key_whatever_their_key_order() -> None:
+    a = {"role": "tool", "tool_call_id": "c1", "content": "out"}
+    b = {"content": "out", "tool_call_id": "c1", "role": "tool"}
+    assert message_key(SPACE, a) == message_key(SPACE, b)
+    assert len(message_key(SPACE, a)) == 16
+
+
+DIFFERENT: list[dict[str, Any]] = [
+    {"role": "user", "content": "a"},
+    {"role": "user", "content": "b"},
+    {"role": "user", "content": ["a"]},
+    {"role": "user", "content": [{"type": "text", "text": "a"}]},
+    {"role": "user", "content": ""},
+    {"role": "user"},
+    {"role": "user", "content": None},
+    {"role": "user", "name": "x", "content": "a"},
+    {"role": "assistant", "content": "a"},
+    # A NUL in a value cannot pass for the separator between the fields and the content.
+    {"role": "user\0", "content": "a"},
+    {"role": "user", "content": "\0a"},
+    {"role": "user", "content": "a\ud800"},  # a lone surrogate still has bytes of its own
+    {"role": "user", "content": "a", "extra": {1, 2}},  # not JSON: keyed by its repr
+    {"role": "user", "content": "a", "extra": {1, 3}},
+]
+
+
+def test_different_messages_get_different_keys() -> None:
+    keys = [message_key(SPACE, m) for m in DIFFERENT]
+    assert len(set(keys)) == len(keys)
+
+
+def test_the_namespace_separates_encodings() -> None:
+    msg = {"role": "user", "content": "a"}
+    assert message_key(SPACE, msg) != message_key(b"m\0cl100k_base\0", msg)
+
+
+@pytest.mark.parametrize("capacity", [0, 1, 3])
+def test_the_cache_forgets_the_least_recently_used(capacity: int) -> None:
+    lru = Lru[int](capacity)
+    for i in range(4):
+        lru.put(bytes([i]), i)
+    assert len(lru) == capacity
+    kept = [i for i in range(4) if lru.get(bytes([i])) is not None]
+    assert kept == list(range(4 - capacity, 4))
+
+
+def test_reading_an_entry_keeps_it() -> None:
+    lru = Lru[int](2)
+    lru.put(b"a", 1)
+    lru.put(b"b", 2)
+    assert lru.get(b"a") == 1
+    lru.put_many([(b"c", 3)])
+    assert lru.get_many([b"a", b"b", b"c"]) == [1, None, 3]
