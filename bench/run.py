@@ -70,7 +70,7 @@ def start_all(procs: Processes, args: argparse.Namespace, settings: cases.Settin
         proxy_reason = "proxy not installed (curator serve)"
     else:
         try:
-            proxy = servers.start_proxy(procs, workdir, ups, server)
+            proxy = servers.start_proxy(procs, workdir, ups, server, args.audit)
         except StartError as exc:
             proxy_reason = "proxy failed to start (its log is on stderr)"
             print(exc, file=sys.stderr)
@@ -131,7 +131,7 @@ def header(bench: cases.Bench, args: argparse.Namespace) -> str:
             f"- machine: {os.cpu_count()} CPUs, Linux {platform.release()}, Python "
             f"{platform.python_version()}; pinning: {'off' if args.no_pin else 'on'}",
             f"- upstream: {bench.upstreams.kind} (streams: built-in); load: {tool}, "
-            f"{s.connections} connections, "
+            f"{s.connections} connections, proxy audit sink: {args.audit}, "
             + (f"{s.requests} requests per run" if s.requests else f"{s.duration_s:g} s per run"),
             "- caveat: on 2 cores the load generator cannot have a core of its own: pinned, it",
             "  shares one with the upstream (the server under test has the other); unpinned, it",
@@ -155,6 +155,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--connections", type=int, default=32, help="load connections")
     parser.add_argument("--upstream", choices=("auto", "nginx", "builtin"), default="auto")
     parser.add_argument("--load", choices=("auto", "wrk", "python"), default="auto")
+    parser.add_argument(
+        "--audit",
+        choices=("none", "sqlite", "jsonl"),
+        default="none",
+        help="the proxy's audit sink (none: measure the proxy's own overhead)",
+    )
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the results file")
     parser.add_argument("--timeout", type=float, default=1800, help="bound on the whole run (s)")

@@ -101,10 +101,14 @@ def proxy_available() -> bool:
     return importlib.util.find_spec("proxy.cli") is not None and _bin("curator") is not None
 
 
-def proxy_config(upstreams: Upstreams, port: int) -> str:
-    """The proxy's config YAML: curating and passthrough routes, plus the stream routes."""
+def proxy_config(upstreams: Upstreams, port: int, audit: str = "none") -> str:
+    """The proxy's config YAML: curating and passthrough routes, plus the stream routes.
+
+    `audit` is the audit sink (none, sqlite or jsonl), written beside the config.
+    """
     return f"""\
 server: {{host: {HOST}, port: {port}}}
+audit: {{sink: {audit}}}
 upstreams:
   up: {{base_url: "{upstreams.origin}/v1"}}
   sse: {{base_url: "{upstreams.stream_origin}/sse/v1"}}
@@ -122,13 +126,19 @@ routes:
 """
 
 
-def start_proxy(procs: Processes, workdir: Path, upstreams: Upstreams, placement: Placement) -> str:
+def start_proxy(
+    procs: Processes,
+    workdir: Path,
+    upstreams: Upstreams,
+    placement: Placement,
+    audit: str = "none",
+) -> str:
     curator = _bin("curator")
     if curator is None or not proxy_available():
         raise FileNotFoundError("the proxy (curator serve) is not installed")
     port = free_port()
     config = workdir / "curator.yaml"
-    config.write_text(proxy_config(upstreams, port))
+    config.write_text(proxy_config(upstreams, port, audit))
     argv = [curator, "serve", "--config", str(config), "--host", HOST, "--port", str(port)]
     procs.start("proxy", [*argv, "--workers", "1"], placement=placement)
     origin = f"http://{HOST}:{port}"
