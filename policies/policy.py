@@ -6,6 +6,7 @@ that call out (the summarizer) through the `services` it is handed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -16,6 +17,10 @@ from policies.messages import Message
 from policies.tokens import TokenCounter
 
 DEFAULT_OUTPUT_RESERVE = 4096
+SAFETY_MARGIN = 0.01
+"""Share of the window kept free: the cookbook formula is exact for text, but servers add
+a few tokens per tool call or content part that it does not see, and a curated request
+that is rejected for a handful of tokens is the one failure this proxy must not cause."""
 OnOverflow = Literal["truncate", "reject", "forward"]
 
 
@@ -28,6 +33,8 @@ class Budget:
     tools: int
     messages: int
     """Tokens the messages may use, reply priming included."""
+    margin: int = 0
+    """Kept free for what the counting formula cannot see (`SAFETY_MARGIN`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +60,9 @@ class Policy:
             limit = min(limit, info.max_input_tokens)
         tools = _tool_list(body)
         tools_tokens = counter.count_tools(tools, model) if tools else 0
-        return Budget(window, reserve, tools_tokens, max(0, limit - tools_tokens))
+        margin = math.ceil(window * SAFETY_MARGIN)
+        messages = max(0, limit - tools_tokens - margin)
+        return Budget(window, reserve, tools_tokens, messages, margin)
 
     @property
     def is_async(self) -> bool:

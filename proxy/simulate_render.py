@@ -36,7 +36,8 @@ def _request_lines(n: int, outcome: Outcome, report: Report, options: Options) -
         f"request {n + 1} (line {request.line}): model {request.model or '(none)'}, "
         f"{route}policy {outcome.policy}",
         f"  budget: window {budget.context_window:,} - reply {budget.reserve_output:,} - "
-        f"tools {budget.tools:,} = {budget.messages:,} tokens for messages",
+        f"tools {budget.tools:,} - margin {budget.margin:,} = "
+        f"{budget.messages:,} tokens for messages",
     ]
     if outcome.rejected is not None:
         return [*lines, f"  REJECTED: {outcome.rejected}", ""]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from bench import replay
 from bench.replay import FULL, NAIVE, Replay, Row, naive_window, replay_rows, setup, target_met
 from policies.invariants import ordering_errors
 from policies.loader import load_preset
+from policies.policy import SAFETY_MARGIN
 from tests.factories import assistant_calls, long_text, system, tool_result, user
 
 TURNS = 16
@@ -68,7 +70,8 @@ def test_naive_window_drops_the_oldest_units_just_enough(tiny: Replay) -> None:
     body: dict[str, Any] = {
         "model": "gpt-4o",
         "tools": [],
-        "max_completion_tokens": WINDOW - 1_500,
+        # 1,500 tokens for messages once the safety margin is kept free too.
+        "max_completion_tokens": WINDOW - 1_500 - math.ceil(WINDOW * SAFETY_MARGIN),
         "messages": [system("Be brief."), user(long_text(300, "task"))],
     }
     for k in range(4):

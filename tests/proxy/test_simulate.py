@@ -102,7 +102,9 @@ def test_a_json_request_is_reported_with_actions_tokens_and_cost(
     lines = out.splitlines()
     assert lines[0] == f"curator simulate: 1 request(s) from {path}"
     assert lines[2] == "request 1 (line 1): model small-agent, route agents, policy agents"
-    assert lines[3] == "  budget: window 2,000 - reply 200 - tools 0 = 1,800 tokens for messages"
+    assert lines[3] == (
+        "  budget: window 2,000 - reply 200 - tools 0 - margin 20 = 1,780 tokens for messages"
+    )
     assert lines[4].startswith(
         f"  tokens: {expected.tokens_before:,} -> {expected.tokens_after:,} ("
     )
@@ -133,7 +135,7 @@ def test_json_output_carries_the_same_numbers(
     assert request["route"] == "agents"
     assert request["policy"] == "agents"
     assert request["budget"] == {
-        "context_window": 2000, "reserve_output": 200, "tools": 0, "messages": 1800
+        "context_window": 2000, "reserve_output": 200, "tools": 0, "messages": 1780, "margin": 20
     }  # fmt: skip
     assert request["tokens_before"] == expected.tokens_before
     assert request["tokens_after"] == expected.tokens_after < expected.tokens_before
