@@ -14,6 +14,7 @@ closes them at shutdown. `services_for` bundles them with a request's `complete`
 from __future__ import annotations
 
 import gzip
+import re
 import types
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -62,7 +63,7 @@ def build_complete(
         body = {
             "model": request.model,
             "messages": messages,
-            "max_tokens": request.max_tokens,
+            output_limit_key(request.model): request.max_tokens,
             "stream": False,
         }
         outgoing = UpstreamRequest(
@@ -79,6 +80,16 @@ def build_complete(
         return parse_reply(request.upstream, status, raw)
 
     return complete
+
+
+REASONING_MODELS = re.compile(r"^(?:.*/)?(?:o\d|gpt-5)")
+"""OpenAI's reasoning models reject `max_tokens` and take `max_completion_tokens`."""
+
+
+def output_limit_key(model: str) -> str:
+    """The request field that caps the summary's length for `model`: most servers know only
+    `max_tokens`, while OpenAI's o-series and gpt-5 models accept only the newer name."""
+    return "max_completion_tokens" if REASONING_MODELS.match(model.lower()) else "max_tokens"
 
 
 def _same_origin(a: UpstreamConfig, b: UpstreamConfig | None) -> bool:

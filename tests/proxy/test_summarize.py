@@ -23,6 +23,7 @@ from proxy.summarize import (
     SummaryCallError,
     build_complete,
     open_caches,
+    output_limit_key,
     parse_reply,
     services_for,
     summarizers,
@@ -242,3 +243,29 @@ async def test_services_summarize_through_the_fake_upstream(
     assert sent["model"] == "gpt-4o-mini"
     assert "question 0 " in sent["messages"][1]["content"]
     assert fake.last.header("authorization") == "Bearer sk-client"
+
+
+@pytest.mark.parametrize(
+    ("model", "key"),
+    [
+        ("gpt-4o-mini", "max_tokens"),
+        ("llama-3.1-8b-instruct", "max_tokens"),
+        ("o3-mini", "max_completion_tokens"),
+        ("o4-mini-2025-04-16", "max_completion_tokens"),
+        ("gpt-5-nano", "max_completion_tokens"),
+        ("openai/gpt-5-mini", "max_completion_tokens"),
+        ("ollama-o1x", "max_tokens"),
+    ],
+)
+def test_reasoning_models_get_max_completion_tokens(model: str, key: str) -> None:
+    assert output_limit_key(model) == key
+
+
+async def test_a_reasoning_summarizer_is_sent_max_completion_tokens(
+    fake: FakeOpenAI, client: UpstreamClient
+) -> None:
+    fake.queue(Behavior(reply="Done."))
+    await build_complete(client, upstreams())(PROMPT, dataclasses.replace(REQUEST, model="o4-mini"))
+    sent = fake.last.json()
+    assert sent["max_completion_tokens"] == REQUEST.max_tokens
+    assert "max_tokens" not in sent
