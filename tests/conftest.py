@@ -1,12 +1,18 @@
-"""Shared test setup: one token counter per process, and hypothesis defaults."""
+"""Shared test setup: one token counter per process, hypothesis defaults, and the fixtures
+every real-socket suite uses (each suite's conftest provides its own `fake_server`)."""
 
 from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from policies.tokens import TokenCounter
 from tests import factories
+from tests.fakes.servers import HOST
+from tests.fakes.upstream import FakeOpenAI
 
 # Curators tokenize real text, so examples are slower than hypothesis expects; the
 # example counts are set per test, and no test may depend on timing.
@@ -17,3 +23,18 @@ settings.load_profile("curator")
 @pytest.fixture
 def counter() -> TokenCounter:
     return factories.counter()
+
+
+@pytest.fixture
+def fake(fake_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
+    fake_server.reset()
+    yield fake_server
+    fake_server.reset()
+
+
+@pytest.fixture(scope="session")
+def dead_port() -> Iterator[int]:
+    """A port that refuses connections: bound (so no one else takes it) but not listening."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        yield sock.getsockname()[1]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from policies.base import CurationContext, PinSpec
+from policies.encoders import Encoder
+from policies.messages import Message, units
 from policies.tokens import TokenCounter
 
 Msg = dict[str, Any]
@@ -109,3 +111,21 @@ def image_part(url: str = "https://example.com/cat.png", detail: str = "low") ->
 def tool_use(id: str, output: str | list[Msg], name: str = "read_file") -> list[Msg]:
     """One assistant message calling `name`, and its result."""
     return [assistant_calls(call(id, name)), tool_result(id, output)]
+
+
+def failing_loader(name: str) -> Encoder:
+    """A tiktoken loader that fails as it does offline."""
+    raise OSError(f"no route to openaipublic.blob.core.windows.net for {name}")
+
+
+def floor_tokens(messages: Sequence[Message], ctx: CurationContext) -> int:
+    """Tokens of what no curator may drop: units holding a pin, and the last unit."""
+    pinned = ctx.pinned(messages)
+    found = units(messages)
+    keep = [
+        messages[i]
+        for k, unit in enumerate(found)
+        if k == len(found) - 1 or not pinned.isdisjoint(unit.indexes())
+        for i in unit.indexes()
+    ]
+    return tokens(list(keep))

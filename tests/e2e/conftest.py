@@ -13,7 +13,6 @@ and the production upstream client (aiohttp). Routes are picked per test with th
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import httpx
@@ -85,21 +84,6 @@ def fake_server() -> Iterator[FakeOpenAI]:
     with ServerThread(fake.app) as server:
         fake.origin = server.origin
         yield fake
-
-
-@pytest.fixture
-def fake(fake_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
-    fake_server.reset()
-    yield fake_server
-    fake_server.reset()
-
-
-@pytest.fixture(scope="session")
-def dead_port() -> Iterator[int]:
-    """A port that refuses connections: bound (so no one else takes it) but not listening."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        yield sock.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

@@ -5,12 +5,10 @@ so connection counts start from zero.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.servers import HOST
 from tests.fakes.upstream import FakeOpenAI
 from tests.hardening.support import upstream_server
 
@@ -21,18 +19,3 @@ def fake_server() -> Iterator[FakeOpenAI]:
     with upstream_server(fake.app) as server:
         fake.origin = server.origin
         yield fake
-
-
-@pytest.fixture
-def fake(fake_server: FakeOpenAI) -> Iterator[FakeOpenAI]:
-    fake_server.reset()
-    yield fake_server
-    fake_server.reset()
-
-
-@pytest.fixture(scope="session")
-def dead_port() -> Iterator[int]:
-    """A port that refuses connections: bound (so no one else takes it) but not listening."""
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        yield sock.getsockname()[1]

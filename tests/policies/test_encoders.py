@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from policies.encoders import Encoder, EstimatingEncoder, fit_chars, load_tiktoken
 from policies.tokens import TokenCounter
+from tests.factories import failing_loader
 
 
 class CharEncoder:
@@ -43,19 +44,6 @@ class Recording:
 
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
         return self.inner.decode_bytes(tokens)
-
-
-def failing_loader(name: str) -> Encoder:
-    raise OSError(f"no route to openaipublic.blob.core.windows.net for {name}")
-
-
-@pytest.fixture(scope="module")
-def exact() -> TokenCounter:
-    counter = TokenCounter(load_timeout_s=60)
-    counter.preload("gpt-4o", "gpt-4")
-    if counter.fallbacks:
-        pytest.skip("tiktoken's BPE files are unavailable: set TIKTOKEN_CACHE_DIR")
-    return counter
 
 
 # -- head and tail ----------------------------------------------------------------------

@@ -21,7 +21,6 @@ from policies.budget import TokenBudget
 from policies.chain import Chain
 from policies.coherence import ToolPairCoherence
 from policies.errors import ContextOverflow
-from policies.messages import units
 from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
 from policies.turns import TurnWindow
@@ -61,19 +60,6 @@ def context(messages: Msgs, fraction: float, pins: PinSpec, on_overflow: Any) ->
     return f.ctx(budget=budget, pins=pins, on_overflow=on_overflow)
 
 
-def floor_tokens(messages: Msgs, ctx: CurationContext) -> int:
-    """Tokens of what no curator may drop: units holding a pin, and the last unit."""
-    pinned = ctx.pinned(messages)
-    found = units(messages)
-    keep = [
-        messages[i]
-        for k, unit in enumerate(found)
-        if k == len(found) - 1 or not pinned.isdisjoint(unit.indexes())
-        for i in unit.indexes()
-    ]
-    return f.tokens(keep)
-
-
 @pytest.mark.parametrize("curator", CURATORS, ids=lambda c: repr(c))
 @settings(max_examples=40)
 @given(conversations(), budget_fractions, pin_specs, lenient)
@@ -99,12 +85,12 @@ def test_budget_fits_whenever_pins_and_the_last_unit_fit(
     ctx = context(messages, fraction, pins, on_overflow)
     out = TokenBudget(low_water=low_water).curate(messages, ctx)
     used = f.tokens(out.messages)
-    if floor_tokens(messages, ctx) <= ctx.budget:
+    if f.floor_tokens(messages, ctx) <= ctx.budget:
         assert used <= ctx.budget
     else:
         assert any(a.reason.startswith("overflow") for a in out.actions)
     if used > ctx.budget and on_overflow == "forward":
-        assert f.tokens(out.messages) == floor_tokens(messages, ctx)
+        assert f.tokens(out.messages) == f.floor_tokens(messages, ctx)
 
 
 @settings(max_examples=60)
@@ -113,7 +99,7 @@ def test_budget_rejects_exactly_when_it_cannot_fit(
     messages: Msgs, fraction: float, pins: PinSpec
 ) -> None:
     ctx = context(messages, fraction, pins, "reject")
-    if floor_tokens(messages, ctx) > ctx.budget:
+    if f.floor_tokens(messages, ctx) > ctx.budget:
         with pytest.raises(ContextOverflow):
             TokenBudget().curate(messages, ctx)
     else:
@@ -153,7 +139,7 @@ def test_chains_keep_the_contract_on_valid_input(
     before = copy.deepcopy(messages)
     result = chain.run(messages, ctx, check=True)
     assert messages == before
-    feasible = floor_tokens(messages, ctx) <= ctx.budget
+    feasible = f.floor_tokens(messages, ctx) <= ctx.budget
     budget = ctx.budget if feasible else None
     assert invariants.check(messages, result.messages, ctx, budget=budget) == []
     assert result.tokens_after == f.tokens(result.messages)

@@ -63,19 +63,6 @@ def context(messages: Msgs, fraction: float, pins: PinSpec) -> CurationContext:
     return f.ctx(budget=max(1, int(fraction * f.tokens(messages))), pins=pins)
 
 
-def floor_tokens(messages: Msgs, ctx: CurationContext) -> int:
-    """Tokens of what no curator may drop: units holding a pin, and the last unit."""
-    pinned = ctx.pinned(messages)
-    found = units(messages)
-    keep = [
-        messages[i]
-        for k, unit in enumerate(found)
-        if k == len(found) - 1 or not pinned.isdisjoint(unit.indexes())
-        for i in unit.indexes()
-    ]
-    return f.tokens(keep)
-
-
 # -- the contract ----------------------------------------------------------------------
 
 
@@ -105,7 +92,7 @@ def test_tuned_presets_keep_the_contract(preset: str, messages: Msgs, fraction: 
     before = copy.deepcopy(messages)
     result = policy.chain.run(messages, ctx, check=True)
     assert messages == before
-    feasible = floor_tokens(messages, ctx) <= ctx.budget
+    feasible = f.floor_tokens(messages, ctx) <= ctx.budget
     budget = ctx.budget if feasible else None
     assert invariants.check(messages, result.messages, ctx, budget=budget) == []
     assert result.tokens_after == f.tokens(result.messages)

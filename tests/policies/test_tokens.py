@@ -17,6 +17,7 @@ from policies.encoders import Encoder, EstimatingEncoder
 from policies.images import LOW_DETAIL, MAX_IMAGE_TOKENS
 from policies.models import ModelInfo, ModelTable
 from policies.tokens import REPLY_PRIMING, TokenCounter
+from tests.factories import failing_loader
 
 COOKBOOK_MESSAGES = [
     {
@@ -76,19 +77,6 @@ def char_counter(**kwargs: Any) -> tuple[TokenCounter, dict[str, CharEncoder]]:
         return made[name]
 
     return TokenCounter(loader=loader, **kwargs), made
-
-
-def failing_loader(name: str) -> Encoder:
-    raise OSError(f"no route to openaipublic.blob.core.windows.net for {name}")
-
-
-@pytest.fixture(scope="module")
-def exact() -> TokenCounter:
-    counter = TokenCounter(load_timeout_s=60)
-    counter.preload("gpt-4o", "gpt-4")
-    if counter.fallbacks:
-        pytest.skip("tiktoken's BPE files are unavailable: set TIKTOKEN_CACHE_DIR")
-    return counter
 
 
 def png_url(width: int, height: int) -> str:

@@ -51,15 +51,6 @@ def function(name: str, description: str = "", **parameters: Any) -> dict[str, A
     return {"type": "function", "function": fn}
 
 
-@pytest.fixture(scope="module")
-def exact() -> TokenCounter:
-    counter = TokenCounter(load_timeout_s=60)
-    counter.preload("gpt-4o", "gpt-4")
-    if counter.fallbacks:
-        pytest.skip("tiktoken's BPE files are unavailable: set TIKTOKEN_CACHE_DIR")
-    return counter
-
-
 @pytest.mark.parametrize(
     ("model", "prompt_tokens"),
     [("gpt-3.5-turbo", 105), ("gpt-4", 105), ("gpt-4o", 101), ("gpt-4o-mini", 101)],
