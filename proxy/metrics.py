@@ -16,8 +16,6 @@ cardinality stays bounded.
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +31,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
 
 from policies.base import SummaryStats
+from proxy.multiproc import MULTIPROC_ENV, forget_dead_workers
 from proxy.record import ExchangeRecord
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 NONE = "none"
 OTHER = "other"
 
@@ -260,43 +258,3 @@ class Metrics:
             multiprocess.MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]
             return generate_latest(registry), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
-
-
-def prepare_multiprocess_dir(path: str) -> None:
-    """Empty (or create) the multiprocess directory; call in the parent before workers start."""
-    os.makedirs(path, exist_ok=True)
-    for name in os.listdir(path):
-        if name.endswith(".db"):
-            os.remove(os.path.join(path, name))
-
-
-_LIVE_GAUGE_FILE = re.compile(r"gauge_live[a-z]*_(\d+)\.db")
-
-
-def forget_dead_workers(path: str) -> None:
-    """Drop the live gauges of worker processes that no longer run."""
-    for name in os.listdir(path):
-        match = _LIVE_GAUGE_FILE.fullmatch(name)
-        if match is not None and not _running(int(match.group(1))):
-            multiprocess.mark_process_dead(int(match.group(1)), path)  # type: ignore[no-untyped-call]
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)  # signal 0: only asks whether the process exists
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, under another user
-    return True
-
-
-def mark_worker_dead(pid: int) -> None:
-    """Drop a dead worker's live gauges (its counters keep counting in the totals)."""
-    if os.environ.get(MULTIPROC_ENV):
-        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
-
-
-def family_names(metrics: Metrics) -> Iterable[str]:
-    """Every metric family name this process exports (for docs and dashboard tests)."""
-    return sorted({m.name for m in metrics.registry.collect()})

@@ -31,7 +31,8 @@ from proxy.audit import AuditEntry, AuditWriter, open_audit
 from proxy.audit.writer import Outcome
 from proxy.config import Config
 from proxy.errors import ProxyError
-from proxy.metrics import Labels, Metrics, mark_worker_dead
+from proxy.metrics import Labels, Metrics
+from proxy.multiproc import mark_worker_dead
 from proxy.record import ExchangeRecord, Observer, SummaryCall
 
 log = logging.getLogger("curator.observers")

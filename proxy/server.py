@@ -34,7 +34,7 @@ from starlette.applications import Starlette
 from policies.tokens import TokenCounter
 from proxy.app import create_app, preload
 from proxy.config import Config, default_config, load_config
-from proxy.metrics import MULTIPROC_ENV, prepare_multiprocess_dir
+from proxy.multiproc import MULTIPROC_ENV, prepare_multiprocess_dir
 from proxy.reload import serve_workers
 
 log = logging.getLogger("curator.server")

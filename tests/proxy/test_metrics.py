@@ -25,8 +25,9 @@ from proxy.auth_settings import AuthConfig
 from proxy.chat import actions_header
 from proxy.cli import format_config
 from proxy.config import Config, ServerConfig, default_config, load_config
-from proxy.metrics import MULTIPROC_ENV, Labels, Metrics, forget_dead_workers
+from proxy.metrics import Labels, Metrics
 from proxy.metrics_settings import MetricsConfig
+from proxy.multiproc import MULTIPROC_ENV, forget_dead_workers
 from proxy.observers import Observability, labels_for
 from proxy.server import multiprocess_metrics
 from tests import factories as f
