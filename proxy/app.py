@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -48,7 +47,15 @@ from proxy.incoming import (
 )
 from proxy.metrics import Metrics
 from proxy.observers import metrics_routes, open_observability
-from proxy.record import ExchangeRecord, Observer, Outcome, SummaryCall, notify, recording
+from proxy.record import (
+    ExchangeRecord,
+    Observer,
+    Outcome,
+    SummaryCall,
+    new_id,
+    notify,
+    recording,
+)
 from proxy.reload import WATCH_INTERVAL_S, reloading
 from proxy.routing import select_route
 from proxy.upstream import UpstreamClient, UpstreamRequest, open_client
@@ -192,7 +199,7 @@ class _Exchange:
     def __init__(self, scope: Scope, edge: Edge) -> None:
         self.scope = scope
         self.edge = edge
-        self.id = os.urandom(16).hex()
+        self.id = new_id()
         self.started = perf_counter()
         self.started_at = time.time()
         self.path: str = scope["path"]

@@ -33,7 +33,7 @@ from proxy.config import Config
 from proxy.errors import ProxyError
 from proxy.metrics import Labels, Metrics
 from proxy.multiproc import mark_worker_dead
-from proxy.record import ExchangeRecord, Observer, SummaryCall
+from proxy.record import ExchangeRecord, Observer, SummaryCall, new_id
 
 log = logging.getLogger("curator.observers")
 
@@ -110,7 +110,7 @@ def _open_writer(config: Config, metrics: Metrics | None) -> AuditWriter | None:
 
     def on_outcome(outcome: Outcome) -> None:
         if metrics is not None:
-            depth = holder[0].stats().queue_depth if holder else 0
+            depth = holder[0].queue_depth() if holder else 0
             metrics.audit_outcome(outcome, depth)
 
     writer = open_audit(config.audit, on_outcome=on_outcome)
@@ -157,7 +157,7 @@ class AuditObserver:
             self._writer.submit(summary_entry(record, call))
         self._writer.submit(chat_entry(record))
         if self._metrics is not None:
-            self._metrics.audit_queue_depth.set(self._writer.stats().queue_depth)
+            self._metrics.audit_queue_depth.set(self._writer.queue_depth())
 
 
 def chat_entry(record: ExchangeRecord) -> AuditEntry:
@@ -210,7 +210,7 @@ def summary_entry(record: ExchangeRecord, call: SummaryCall) -> AuditEntry:
     """A summarizer's model call, linked to the request it summarized for."""
     status, response = _call_outcome(call)
     return AuditEntry(
-        id=os.urandom(16).hex(),
+        id=new_id(),
         time=call.started_at,
         kind="summarizer",
         parent_id=record.id,

@@ -25,7 +25,7 @@ from yarl import URL
 Headers = Sequence[tuple[bytes, bytes]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per request (see ExchangeRecord)
 class UpstreamRequest:
     """Everything needed to send one request upstream."""
 
