@@ -42,6 +42,12 @@ log = logging.getLogger("curator.server")
 CONFIG_ENV = "CURATOR_CONFIG_PATH"
 HOST_ENV = "CURATOR_LISTEN_HOST"
 GRACEFUL_SHUTDOWN_S = 30
+GC_YOUNG_THRESHOLD = 10_000
+"""Net new container objects before a young-generation collection (CPython's default:
+700). Each collection walks every live young object, and 32 requests in flight hold more
+than 700 (parsed bodies, aiohttp and ASGI state), so at the default one ran every ~9
+requests and cost ~20 us of CPU per request (measured: 245 -> 220 us per small proxied
+request). Garbage cycles are rare here, so the memory this defers stays small."""
 """On SIGTERM, in-flight requests (long streams included) get this long to finish."""
 
 
@@ -66,15 +72,18 @@ def build_app(config: Config) -> Starlette:
 
 
 def prepare_process(config: Config) -> None:
-    """Load the tokenizers, then move everything alive so far out of the GC's sight.
+    """Load the tokenizers, move everything alive so far out of the GC's sight, and make
+    young collections rarer (`GC_YOUNG_THRESHOLD`).
 
     tiktoken keeps each vocabulary as a 100k-200k entry dict, and every full collection
     walks them; startup objects live as long as the process anyway. Done here, not in
-    the app, because freezing is a process-wide choice a library user should not inherit.
+    the app, because both are process-wide choices a library user should not inherit.
     """
     preload(TokenCounter(config.models))  # tiktoken caches encodings process-wide
     gc.collect()
     gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
 def app_from_env() -> Starlette:
