@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
@@ -38,12 +38,18 @@ class JsonlSink:
         return self._fd
 
     def write(self, record: AuditRecord) -> None:
-        line = record.to_json() + b"\n"
+        self.write_many((record,))
+
+    def write_many(self, records: Sequence[AuditRecord]) -> None:
         fd = self._descriptor()
-        written = os.write(fd, line)
-        # A regular file takes the whole line or fails; a pipe may take part of it.
-        while written < len(line):
-            written += os.write(fd, line[written:])
+        for record in records:
+            # One write() a line, never one for several: other workers' lines may land
+            # between any two.
+            line = record.to_json() + b"\n"
+            written = os.write(fd, line)
+            # A regular file takes the whole line or fails; a pipe may take part of it.
+            while written < len(line):
+                written += os.write(fd, line[written:])
 
     def prune(self, now: float | None = None) -> int:  # noqa: ARG002 (the Sink protocol)
         """JSONL files are rotated by the log tooling that reads them; nothing to do here."""

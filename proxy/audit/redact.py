@@ -35,6 +35,7 @@ _SIMPLE_ESCAPES = {
 _UNESCAPE_DEPTH = 2
 """Decode JSON escapes this many times: a JSON string inside a JSON string inside a message."""
 
+_LEAVES = frozenset({type(None), bool, int, float})
 Span = tuple[int, int, int]
 """(start, end, detector index) of a secret in some text."""
 
@@ -147,29 +148,47 @@ _EMPTY_PROBES = ("", "a", " a1-", "A\nb.", "0")
 def _can_match_empty(pattern: re.Pattern[str]) -> bool:
     if any(m.end() == m.start() for probe in _EMPTY_PROBES for m in pattern.finditer(probe)):
         return True
-    # The parser's minimum width is exact (e.g. `x?(?=y)`), but it is CPython-internal:
-    # if it is missing, the probes above are the whole check.
+    # The parser's minimum width is exact (e.g. `x?(?=y)`); if it is unknown, the probes
+    # above are the whole check.
+    return _min_width(pattern) == 0
+
+
+def _min_width(pattern: re.Pattern[str]) -> int | None:
+    """The shortest text `pattern` can match, from CPython's own (internal) parser; None
+    when that is not available."""
     try:
         parser: Any = importlib.import_module("re._parser")
         low: int = parser.parse(pattern.pattern, pattern.flags).getwidth()[0]
     except (ImportError, AttributeError, TypeError):
-        return False
-    return low == 0
+        return None
+    return low
 
 
 class Redactor:
     """Replaces secrets with `[REDACTED:<detector>]` in text and in JSON-like values."""
 
-    __slots__ = ("detectors",)
+    __slots__ = ("_min_len", "_needles", "detectors")
 
     def __init__(self, detectors: Sequence[Detector]) -> None:
         self.detectors = tuple(detectors)
+        widths = [_min_width(d.pattern) for d in self.detectors]
+        self._min_len = min((w or 0 for w in widths), default=0)
+        """Text shorter than this holds no secret (most strings of a record: ids, names)."""
+        needles = {n for d in self.detectors for n in d.needles}
+        gated = all(d.needles for d in self.detectors)
+        self._needles = (
+            re.compile("|".join(map(re.escape, sorted(needles)))) if gated and needles else None
+        )
+        """Every needle in one pattern, when every detector has some: one search tells
+        whether any detector needs to run at all."""
 
     @classmethod
     def build(cls, *, builtin: bool = True, custom: Sequence[Detector] = ()) -> Redactor:
         return cls([*(BUILTIN if builtin else ()), *custom])
 
     def text(self, text: str) -> str:
+        if len(text) < self._min_len:
+            return text
         spans = self._find(text, _UNESCAPE_DEPTH)
         if not spans:
             return text
@@ -184,9 +203,11 @@ class Redactor:
 
     def value(self, value: object) -> Any:
         """Redact every string inside dicts, lists and tuples; keys are left as they are."""
+        if type(value) in _LEAVES:  # first: the ABC check below costs more than the walk
+            return value
         if isinstance(value, str):
             return self.text(value)
-        if isinstance(value, Mapping):
+        if isinstance(value, dict | Mapping):  # a dict is found without the ABC
             return {k: self.value(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return [self.value(v) for v in value]
@@ -202,6 +223,8 @@ class Redactor:
 
     def _scan(self, text: str) -> list[Span]:
         spans: list[Span] = []
+        if self._needles is not None and self._needles.search(text) is None:
+            return spans
         for which, det in enumerate(self.detectors):
             if det.needles and not any(n in text for n in det.needles):
                 continue

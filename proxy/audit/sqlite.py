@@ -18,7 +18,7 @@ import os
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,21 +137,31 @@ class SqliteSink:
         return self._conn
 
     def write(self, record: AuditRecord) -> None:
+        self.write_many((record,))
+
+    def write_many(self, records: Sequence[AuditRecord]) -> None:
+        """All of `records` in one transaction: messages first (each distinct one once)."""
         conn = self._connection()
-        messages = record.original + (record.curated or ())
-        refs = Counter(m.digest for m in messages)
-        bodies = {m.digest: m.data for m in messages}
-        curated = None if record.curated is None else b"".join(m.digest for m in record.curated)
-        row = (
-            record.time,
-            *(record.fields.get(column) for column in _COLUMNS),
-            b"".join(m.digest for m in record.original),
-            curated,
-            orjson.dumps(record.fields),
-        )
+        refs: Counter[bytes] = Counter()
+        bodies: dict[bytes, bytes] = {}
+        rows = []
+        for record in records:
+            messages = record.original + (record.curated or ())
+            refs.update(m.digest for m in messages)
+            bodies.update((m.digest, m.data) for m in messages)
+            curated = record.curated
+            rows.append(
+                (
+                    record.time,
+                    *(record.fields.get(column) for column in _COLUMNS),
+                    b"".join(m.digest for m in record.original),
+                    None if curated is None else b"".join(m.digest for m in curated),
+                    orjson.dumps(record.fields),
+                )
+            )
         with transaction(conn):
             conn.executemany(_UPSERT, [(d, n, bodies[d]) for d, n in refs.items()])
-            conn.execute(_INSERT, row)
+            conn.executemany(_INSERT, rows)
 
     def prune(self, now: float | None = None) -> int:
         """Apply retention: drop records past max_age_days, then the oldest over max_bytes.

@@ -4,7 +4,7 @@ import errno
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from pathlib import Path
 
@@ -34,6 +34,12 @@ class MemorySink:
         self.threads: set[str] = set()
         self.prunes = 0
         self.closed = False
+        self.batches: list[int] = []
+
+    def write_many(self, records: Sequence[AuditRecord]) -> None:
+        self.batches.append(len(records))
+        for record in records:
+            self.write(record)
 
     def write(self, record: AuditRecord) -> None:
         self.threads.add(threading.current_thread().name)
@@ -91,6 +97,35 @@ def test_close_flushes_everything_in_order() -> None:
     assert [r.fields["id"] for r in sink.records] == [f"r{i}" for i in range(200)]
     assert w.stats() == AuditStats(written=200, dropped=0, failed=0, queue_depth=0)
     assert sink.closed
+
+
+def test_a_burst_is_written_in_few_batches() -> None:
+    sink = MemorySink()
+    w = writer(sink)
+    for i in range(300):
+        assert w.submit(entry(i))
+    assert w.close(WAIT)
+    assert [r.fields["id"] for r in sink.records] == [f"r{i}" for i in range(300)]
+    # One wake-up and one transaction for many records, not one each.
+    assert len(sink.batches) <= 3, sink.batches
+
+
+def test_an_entry_that_cannot_be_built_fails_alone(caplog: pytest.LogCaptureFixture) -> None:
+    class Picky(RecordBuilder):
+        def build(self, entry: AuditEntry) -> AuditRecord:
+            if entry.id == "r1":
+                raise ValueError("unbuildable")
+            return super().build(entry)
+
+    sink = MemorySink()
+    w = AuditWriter(sink, Picky(Redactor.build()))
+    with caplog.at_level(logging.ERROR, logger="curator.audit"):
+        for i in range(3):
+            w.submit(entry(i))
+        assert w.close(WAIT)
+    assert [r.fields["id"] for r in sink.records] == ["r0", "r2"]
+    assert (w.stats().written, w.stats().failed) == (2, 1)
+    assert "unbuildable" in caplog.text
 
 
 def test_redaction_and_writing_happen_in_the_writer_thread() -> None:
@@ -189,9 +224,9 @@ class BlockingGate:
         self.inner = inner
         self.passed = threading.Event()
 
-    def write(self, record: AuditRecord) -> None:
+    def write_many(self, records: Sequence[AuditRecord]) -> None:
         try:
-            self.inner.write(record)
+            self.inner.write_many(records)
         finally:
             self.passed.set()
 
