@@ -34,6 +34,7 @@ ORJSON_MAX_DUMP_DEPTH = 254
 """orjson serializes at most this many levels; a deeper body could be parsed but never
 re-encoded after curation, nor written to the audit log."""
 ORJSON_MAX_LOAD_DEPTH = 1024
+BRACKET_COUNT_MAX_BYTES = 16 * 1024
 LIMIT_KEYS = ("max_body_mb", "max_inflight", "max_messages", "max_json_depth", "shutdown_grace_s")
 
 
@@ -106,7 +107,9 @@ def check_chat(raw: bytes, parsed: object, limits: Limits) -> None:
     messages = parsed.get("messages")
     if isinstance(messages, list) and len(messages) > limits.max_messages:
         raise too_many_messages(len(messages), limits.max_messages)
-    if _brackets(raw) > limits.max_json_depth and not within_depth(parsed, limits.max_json_depth):
+    if _maybe_deeper(raw, limits.max_json_depth) and not within_depth(
+        parsed, limits.max_json_depth
+    ):
         raise nesting_too_deep(limits.max_json_depth)
 
 
@@ -134,9 +137,15 @@ def within_depth(root: object, limit: int) -> bool:
 
 
 def _brackets(raw: bytes) -> int:
-    """An upper bound on the body's nesting depth (brackets inside strings count too):
-    ~1 us on a small body, where walking the decoded one costs several."""
+    """An upper bound on the body's nesting depth (brackets inside strings count too)."""
     return raw.count(b"[") + raw.count(b"{")
+
+
+def _maybe_deeper(raw: bytes, limit: int) -> bool:
+    """False when `raw` cannot nest deeper than `limit`. Counting brackets costs ~1 us on
+    a small body, where walking the decoded one costs several; a big body has more
+    brackets than any limit and its walk (~65 us for 570 KB) costs less than the count."""
+    return len(raw) > BRACKET_COUNT_MAX_BYTES or _brackets(raw) > limit
 
 
 def _beyond_decoder_depth(raw: bytes) -> bool:

@@ -80,10 +80,32 @@ def prepare_process(config: Config) -> None:
     the app, because both are process-wide choices a library user should not inherit.
     """
     preload(TokenCounter(config.models))  # tiktoken caches encodings process-wide
+    slim_tiktoken()
     gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+
+
+def slim_tiktoken() -> int:
+    """Drop the Python copy of each loaded tiktoken vocabulary; returns how many went.
+
+    An Encoding keeps its 100k-200k entry `mergeable_ranks` dict (~28 MB of RSS for
+    o200k_base) next to the Rust tokenizer built from it, and reads it only to pickle an
+    encoding that is not registered; registered ones (all of tiktoken's own) pickle by
+    name. Encodings loaded later (a model's first request) keep theirs.
+    """
+    try:
+        from tiktoken import registry
+    except ImportError:
+        return 0
+    slimmed = 0
+    for name, enc in list(registry.ENCODINGS.items()):
+        ranks = getattr(enc, "_mergeable_ranks", None)
+        if ranks and registry.ENCODINGS.get(name) is enc:
+            enc._mergeable_ranks = {}
+            slimmed += 1
+    return slimmed
 
 
 def app_from_env() -> Starlette:

@@ -11,7 +11,8 @@ import httpx
 import orjson
 import pytest
 
-from proxy.limits import MIB, Limits, within_depth
+from proxy.errors import ProxyError
+from proxy.limits import BRACKET_COUNT_MAX_BYTES, MIB, Limits, check_chat, within_depth
 from tests.fakes.upstream import Behavior, FakeOpenAI
 from tests.hardening.raw_http import connect, read_response, request_head, send_all_tolerant
 from tests.hardening.support import (
@@ -150,6 +151,23 @@ def test_nesting_beyond_the_limit_is_400(http: httpx.Client, fake: FakeOpenAI, d
     response = http.post(CHAT, content=body)
     _assert_error(response.status_code, response.content, 400, "nesting_too_deep")
     assert fake.requests == []
+
+
+@pytest.mark.parametrize("padding", [0, BRACKET_COUNT_MAX_BYTES], ids=["small", "big"])
+@pytest.mark.parametrize("extra", [0, 1], ids=["at-limit", "beyond"])
+def test_depth_check_on_small_and_big_bodies(padding: int, extra: int) -> None:
+    # Small bodies are first screened by counting brackets, big ones walked directly;
+    # both must reach the same verdict, brackets inside strings included.
+    depth = LIMITS.max_json_depth + extra
+    parsed = orjson.loads(_nested(depth))
+    parsed["messages"][0]["content"] = "[{" * 40 + "x" * padding
+    raw = orjson.dumps(parsed)
+    if extra:
+        with pytest.raises(ProxyError) as caught:
+            check_chat(raw, parsed, LIMITS)
+        assert caught.value.code == "nesting_too_deep"
+    else:
+        check_chat(raw, parsed, LIMITS)
 
 
 def test_invalid_json_is_still_forwarded_unchanged(http: httpx.Client, fake: FakeOpenAI) -> None:
