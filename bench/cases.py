@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import tiktoken
 from bench import conversations, servers
 from bench.loadgen import LoadResult, have_wrk, percentile, run_python, run_wrk
 from bench.measure import sequential
-from bench.procs import Placement
+from bench.procs import Placement, Processes
 from bench.report import Row, ratio, skipped
 from bench.salt import body_texts, with_nonce
 
@@ -66,16 +66,26 @@ class Bench:
     client: Placement
     proxy_pid: int | None = None
     floor_pid: int | None = None
+    procs: Processes | None = None
+    """To start the extra servers the audit and scale cases compare."""
+    server: Placement = field(default_factory=Placement)
+    """Where the servers under test run."""
+    audit: str = "none"
+    """The main proxy's audit sink."""
 
-    def load(self, url: str, body: bytes) -> LoadResult:
+    def load(
+        self, url: str, body: bytes, *, rate: float | None = None, client: Placement | None = None
+    ) -> LoadResult:
+        """Closed-loop load on `url`; open loop at `rate` req/s when given (Python only)."""
         path = self.workdir / f"body-{len(body)}.json"
         path.write_bytes(body)
         s = self.settings
         # The generator shares its core with the upstream, the fixed reference: niced, it
         # yields to the upstream, so saturation shows as fewer requests sent rather than as
         # inflated upstream service times.
-        placement = replace(self.client, nice=LOADGEN_NICE)
-        if s.load == "wrk" or (s.load == "auto" and have_wrk() and s.requests is None):
+        placement = replace(client or self.client, nice=LOADGEN_NICE)
+        wrk = s.load == "wrk" or (s.load == "auto" and have_wrk() and s.requests is None)
+        if rate is None and wrk:
             return run_wrk(
                 url,
                 path,
@@ -88,8 +98,9 @@ class Bench:
             path,
             connections=s.connections,
             duration_s=s.duration_s,
-            requests=s.requests,
+            requests=None if rate else s.requests,
             placement=placement,
+            rate=rate,
         )
 
 

@@ -11,6 +11,7 @@ Run: `python -m bench.floor --port 18081 --upstream http://127.0.0.1:18090`.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -56,21 +57,29 @@ def create_app(upstream: str, stream_upstream: str) -> Starlette:
     return Starlette(routes=[Route("/{path:path}", forward, methods=methods)], lifespan=lifespan)
 
 
+def app_from_env() -> Starlette:
+    """uvicorn factory for `--workers N` (workers rebuild the app from the environment)."""
+    return create_app(os.environ["FLOOR_UPSTREAM"], os.environ["FLOOR_STREAM_UPSTREAM"])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True, help="origin, e.g. http://127.0.0.1:18090")
     parser.add_argument("--stream-upstream", help="origin for /sse/ and /trickle/ paths")
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args(argv)
-    stream = (args.stream_upstream or args.upstream).rstrip("/")
+    os.environ["FLOOR_UPSTREAM"] = args.upstream.rstrip("/")
+    os.environ["FLOOR_STREAM_UPSTREAM"] = (args.stream_upstream or args.upstream).rstrip("/")
     uvicorn.run(
-        create_app(args.upstream.rstrip("/"), stream),
+        "bench.floor:app_from_env",
+        factory=True,
         host=args.host,
         port=args.port,
         loop="uvloop",
         http="httptools",
-        workers=1,
+        workers=args.workers,
         log_level="warning",
         access_log=False,
     )

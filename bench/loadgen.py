@@ -1,9 +1,14 @@
-"""Closed-loop HTTP load: wrk when installed, else a built-in aiohttp generator.
+"""HTTP load: closed-loop with wrk when installed, else a built-in aiohttp generator; and
+open-loop at a fixed rate (built-in only).
 
-Both POST one fixed body over N keep-alive connections, each connection sending its next
-request as soon as the previous answer is read, and report req/s, p50 and p99. The Python
-generator runs as its own process (`python -m bench.loadgen ...`, JSON on stdout) so it
-can be pinned and niced apart from the orchestrator.
+Closed loop: N keep-alive connections each send their next POST as soon as the previous
+answer is read, so the server runs flat out; req/s, p50 and p99 come back. Fixed rate
+(`--rate R`): a request starts every 1/R seconds on schedule, whatever came back, over at
+most N connections, and each latency counts from its scheduled start, so a server that
+falls behind shows it (no coordinated omission). That measures what one request costs at
+a given load rather than at saturation. The Python generator runs as its own process
+(`python -m bench.loadgen ...`, JSON on stdout) so it can be pinned and niced apart from
+the orchestrator.
 """
 
 from __future__ import annotations
@@ -109,12 +114,15 @@ def run_python(
     duration_s: float,
     requests: int | None,
     placement: Placement,
+    rate: float | None = None,
 ) -> LoadResult:
     """Run the built-in generator in its own process and parse its JSON line."""
     argv = [sys.executable, "-m", "bench.loadgen", "--url", url, "--body-file", str(body_file)]
     argv += ["--connections", str(connections), "--duration", str(duration_s)]
     if requests is not None:
         argv += ["--requests", str(requests)]
+    if rate is not None:
+        argv += ["--rate", str(rate)]
     out = subprocess.run(
         argv,
         capture_output=True,
@@ -160,16 +168,57 @@ async def generate(
     return LoadResult(len(ms), errors, elapsed, percentile(ms, 50), percentile(ms, 99), "python")
 
 
+async def paced(
+    url: str, body: bytes, connections: int, duration_s: float, rate: float
+) -> LoadResult:
+    """Open loop: one request every 1/rate s on schedule, latency from the scheduled start."""
+    latencies: list[float] = []
+    errors = 0
+    headers = {"content-type": "application/json"}
+    connector = aiohttp.TCPConnector(limit=connections, force_close=False)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one(due: float) -> None:
+            nonlocal errors
+            try:
+                async with session.post(url, data=body, headers=headers) as resp:
+                    await resp.read()
+                    errors += resp.status != 200
+            except aiohttp.ClientError:
+                errors += 1
+            latencies.append(time.perf_counter() - due)
+
+        tasks: set[asyncio.Task[None]] = set()
+        start = time.perf_counter()
+        total = int(duration_s * rate)
+        for k in range(total):
+            due = start + k / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            task = asyncio.create_task(one(due))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - start
+    ms = [x * 1000 for x in latencies]
+    return LoadResult(len(ms), errors, elapsed, percentile(ms, 50), percentile(ms, 99), "python")
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="closed-loop POST load generator")
+    parser = argparse.ArgumentParser(description="POST load generator (closed loop or paced)")
     parser.add_argument("--url", required=True)
     parser.add_argument("--body-file", type=Path, required=True)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--requests", type=int, default=None)
+    parser.add_argument("--rate", type=float, default=None, help="open loop: requests/s")
     args = parser.parse_args(argv)
-    coro = generate(
-        args.url, args.body_file.read_bytes(), args.connections, args.duration, args.requests
+    body = args.body_file.read_bytes()
+    coro = (
+        paced(args.url, body, args.connections, args.duration, args.rate)
+        if args.rate
+        else generate(args.url, body, args.connections, args.duration, args.requests)
     )
     try:
         import uvloop

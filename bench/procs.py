@@ -160,8 +160,8 @@ class Processes:
         return self._procs[name].pid
 
 
-def tree_rss(pid: int) -> int:
-    """Resident memory in bytes of `pid` and all its descendants (Linux /proc)."""
+def _tree(pid: int) -> list[int]:
+    """`pid` and all its descendants (Linux /proc)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -170,12 +170,30 @@ def tree_rss(pid: int) -> int:
             stat = (entry / "stat").read_text()
             ppid = int(stat.rsplit(")", 1)[1].split()[1])
             children.setdefault(ppid, []).append(int(entry.name))
-    total, todo = 0, [pid]
+    found, todo = [], [pid]
     while todo:
         current = todo.pop()
+        found.append(current)
         todo.extend(children.get(current, ()))
+    return found
+
+
+def tree_rss(pid: int) -> int:
+    """Resident memory in bytes of `pid` and all its descendants."""
+    total = 0
+    for current in _tree(pid):
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/{current}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1]) * 1024
     return total
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by `pid` and its living descendants."""
+    ticks = 0
+    for current in _tree(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")

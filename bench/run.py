@@ -24,12 +24,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import cases, servers, streams, upstream
+from bench import cases, scaling, servers, streams, upstream
 from bench.loadgen import have_wrk
 from bench.procs import Processes, StartError, placements
 from bench.report import Row, markdown_table
 
-CASES = ("small", "large", "stream", "memory")
+CASES = ("small", "large", "stream", "memory", "audit", "scale")
 SHARED_TIKTOKEN = Path(__file__).resolve().parent.parent.parent / "shared" / "tiktoken"
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -97,6 +97,9 @@ def start_all(procs: Processes, args: argparse.Namespace, settings: cases.Settin
         client=client,
         proxy_pid=procs.pid("proxy") if proxy else None,
         floor_pid=procs.pid("floor"),
+        procs=procs,
+        server=server,
+        audit=args.audit,
     )
 
 
@@ -106,13 +109,18 @@ async def run_cases(bench: cases.Bench, names: Sequence[str]) -> list[Row]:
         "stream": streams.stream,
         "memory": streams.memory,
     }
+    sync_cases: dict[str, Callable[[cases.Bench], list[Row]]] = {
+        "small": cases.small,
+        "audit": scaling.audit,
+        "scale": scaling.scale,
+    }
     rows: list[Row] = []
     for name in CASES:
         if name not in names:
             continue
         print(f"running case {name} ...", file=sys.stderr, flush=True)
-        if name == "small":
-            rows += await asyncio.to_thread(cases.small, bench)
+        if name in sync_cases:
+            rows += await asyncio.to_thread(sync_cases[name], bench)
         else:
             rows += await async_cases[name](bench)
     return rows

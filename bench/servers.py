@@ -87,13 +87,20 @@ def _nginx_conf(root: Path, port: int) -> Path:
     return conf
 
 
-def start_floor(procs: Processes, upstreams: Upstreams, placement: Placement) -> str:
+def start_floor(
+    procs: Processes,
+    upstreams: Upstreams,
+    placement: Placement,
+    *,
+    name: str = "floor",
+    workers: int = 1,
+) -> str:
     port = free_port()
     argv = [sys.executable, "-m", "bench.floor", "--host", HOST, "--port", str(port)]
     argv += ["--upstream", upstreams.origin, "--stream-upstream", upstreams.stream_origin]
-    procs.start("floor", argv, placement=placement)
+    procs.start(name, [*argv, "--workers", str(workers)], placement=placement)
     origin = f"http://{HOST}:{port}"
-    procs.wait_http("floor", origin + "/healthz", START_TIMEOUT_S)
+    procs.wait_http(name, origin + "/healthz", START_TIMEOUT_S)
     return origin
 
 
@@ -132,17 +139,23 @@ def start_proxy(
     upstreams: Upstreams,
     placement: Placement,
     audit: str = "none",
+    *,
+    name: str = "proxy",
+    workers: int = 1,
 ) -> str:
+    """`curator serve` as `name`; its config (and audit store) in `workdir/name/`."""
     curator = _bin("curator")
     if curator is None or not proxy_available():
         raise FileNotFoundError("the proxy (curator serve) is not installed")
     port = free_port()
-    config = workdir / "curator.yaml"
+    home = workdir / name
+    home.mkdir(exist_ok=True)
+    config = home / "curator.yaml"
     config.write_text(proxy_config(upstreams, port, audit))
     argv = [curator, "serve", "--config", str(config), "--host", HOST, "--port", str(port)]
-    procs.start("proxy", [*argv, "--workers", "1"], placement=placement)
+    procs.start(name, [*argv, "--workers", str(workers)], placement=placement)
     origin = f"http://{HOST}:{port}"
-    procs.wait_http("proxy", origin + "/healthz", START_TIMEOUT_S)
+    procs.wait_http(name, origin + "/healthz", START_TIMEOUT_S)
     return origin
 
 

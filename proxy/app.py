@@ -36,7 +36,7 @@ from proxy.config import Config, UpstreamConfig
 from proxy.config import Route as ConfigRoute
 from proxy.errors import JSON_HEADERS, ProxyError, no_route
 from proxy.forward import Relay, forward, request_headers, upstream_url
-from proxy.guard import Guard
+from proxy.guard import Guard, Inflight
 from proxy.incoming import (
     ClientGone,
     client_credential,
@@ -102,6 +102,8 @@ def create_app(
     `watch_interval_s`; None: never) and on SIGHUP; see `proxy.reload`.
     """
 
+    inflight = Inflight()  # the guard counts, the chat path reads
+
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
@@ -110,7 +112,7 @@ def create_app(
             counter = TokenCounter(config.models, on_fallback=seen.tokenizer_fallback)
             await asyncio.to_thread(preload, counter)
             loaded = {counter.encoding_name(m) for m in PRELOADED_MODELS}
-            chat = ChatSetup(config, counter, loaded)
+            chat = ChatSetup(config, counter, loaded, inflight)
             client = await stack.enter_async_context(open_client(transport))
             caches: Mapping[str, SummaryCache] = {}
             if any(p.is_async for p in config.policies.values()):
@@ -145,7 +147,7 @@ def create_app(
 
     return Starlette(
         routes=[Route("/healthz", healthz, methods=["GET"]), *metrics_routes(config)],
-        middleware=[Middleware(Guard, config=config), Middleware(ProxyFirst)],
+        middleware=[Middleware(Guard, config=config, inflight=inflight), Middleware(ProxyFirst)],
         lifespan=lifespan,
     )
 

@@ -95,17 +95,27 @@ def _bearer(authorization: bytes | None) -> bytes:
     return token.strip() if scheme.lower() == b"bearer" else b""
 
 
+class Inflight:
+    """Proxied requests of this worker inside the app right now (one event loop: no lock).
+
+    The guard counts them; the chat path reads the count (see `proxy.chat.plan_chat`)."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
 class Guard:
     """Pure-ASGI middleware enforcing proxy keys, the body limit and `max_inflight`."""
 
-    def __init__(self, app: ASGIApp, *, config: Config) -> None:
+    def __init__(self, app: ASGIApp, *, config: Config, inflight: Inflight | None = None) -> None:
         self.app = app
         limits: Limits = config.server.limits
         self._keys = KeyRing(config.auth.keys)
         self._max_body = limits.max_body_bytes
         self._max_inflight = limits.max_inflight
-        self._inflight = 0
-        """Requests of this worker inside the app right now (one event loop: no lock)."""
+        self._inflight = inflight if inflight is not None else Inflight()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
@@ -126,15 +136,16 @@ class Guard:
         if not scope["path"].startswith(PROXIED):  # /metrics answers even when overloaded
             await self.app(scope, receive, send)
             return
-        if self._inflight >= self._max_inflight:
+        inflight = self._inflight
+        if inflight.count >= self._max_inflight:
             retry = (b"retry-after", str(RETRY_AFTER_S).encode())
             await _answer(scope, send, proxy_overloaded(), retry)
             return
-        self._inflight += 1
+        inflight.count += 1
         try:
             await self.app(scope, receive, send)
         finally:
-            self._inflight -= 1
+            inflight.count -= 1
 
     def _authorized(self, headers: Sequence[tuple[bytes, bytes]]) -> bool:
         api_key = _first(headers, API_KEY)

@@ -144,9 +144,10 @@ class Reloader:
         """`edge` serving `config`; the client, observers and limits stay."""
         old = edge.chat
         if config.models == old.config.models:
-            chat = ChatSetup(config, old.counter, old.loaded)  # counts cached so far stay valid
+            # Counts cached so far stay valid.
+            chat = ChatSetup(config, old.counter, old.loaded, old.inflight)
         else:
-            chat = ChatSetup(config, self._counter_for(config.models))
+            chat = ChatSetup(config, self._counter_for(config.models), inflight=old.inflight)
         return dataclasses.replace(
             edge,
             config=config,

@@ -24,6 +24,14 @@ PROXY_ROWS = {
     ("large 127k -> 32k, cold", "proxy coding-agent, first sight"),
     ("stream, time to first byte", "proxy coding-agent"),
     ("memory, 50 slow streams", "proxy coding-agent"),
+    ("audit off vs sqlite", "flat out, audit off"),
+    ("audit off vs sqlite", "flat out, audit sqlite"),
+    ("audit off vs sqlite", "fixed rate, audit off"),
+    ("audit off vs sqlite", "fixed rate, audit sqlite"),
+    ("scale-out, req/s", "proxy passthrough, 1 worker"),
+    ("scale-out, req/s", "proxy passthrough, 2 workers"),
+    ("scale-out, req/s", "floor, 1 worker"),
+    ("scale-out, req/s", "floor, 2 workers"),
 }
 OTHER_ROWS = {
     ("small body, req/s", "direct upstream (builtin)"),
@@ -40,6 +48,8 @@ TARGETED = {
     ("large 127k -> 32k, cold", "proxy coding-agent, first sight"),
     ("stream, time to first byte", "proxy coding-agent"),
     ("memory, 50 slow streams", "proxy coding-agent"),
+    ("audit off vs sqlite", "fixed rate, audit sqlite"),
+    ("scale-out, req/s", "proxy passthrough, 2 workers"),
 }
 
 
@@ -53,7 +63,7 @@ def _run(out: Path, *args: str) -> tuple[str, str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=180,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -3,6 +3,7 @@ fail-open skips, overflow rejection, policy header, and curation off the event l
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Sequence
@@ -28,8 +29,9 @@ from policies.messages import SUMMARY_PREFIX, Message
 from policies.policy import Policy
 from policies.tokens import TokenCounter
 from proxy.app import create_app
-from proxy.chat import OFFLOAD_BYTES, actions_header
+from proxy.chat import OFFLOAD_BYTES, ChatSetup, actions_header, plan_chat
 from proxy.config import Config, Route, ServerConfig, UpstreamConfig
+from proxy.guard import Inflight
 from proxy.record import ExchangeRecord
 
 CHAT = "/v1/chat/completions"
@@ -299,15 +301,30 @@ def test_policy_header(allow: bool, asked: str, policy_used: str, ignored: str |
     assert changed == (policy_used == "cut")
 
 
-def test_big_bodies_are_curated_off_the_event_loop() -> None:
+@pytest.mark.parametrize(
+    ("size", "in_flight", "on_loop"),
+    [("small", 5, True), ("big", 1, True), ("big", 2, False), ("big", None, False)],
+)
+def test_big_bodies_are_curated_off_the_event_loop_while_others_are_in_flight(
+    size: str, in_flight: int | None, on_loop: bool
+) -> None:
     spy = ThreadSpy()
-    harness = Harness(make_config({"spy": policy("spy", spy)}))
-    small = {**TOOL_CHAT, "messages": [{"role": "user", "content": "hi"}]}
-    big = {**TOOL_CHAT, "messages": [{"role": "user", "content": "x " * OFFLOAD_BYTES}]}
-    harness.post(orjson.dumps(small))
-    harness.post(orjson.dumps(big))
-    assert spy.seen[0] == harness.loop_threads[0]
-    assert spy.seen[1] != harness.loop_threads[1]
+    config = make_config({"spy": policy("spy", spy)})
+    counter = TokenCounter(config.models)
+    counter.encoder("gpt-4o")
+    inflight = None if in_flight is None else Inflight()
+    setup = ChatSetup(config, counter, {counter.encoding_name("gpt-4o")}, inflight)
+    text = "hi" if size == "small" else "x " * OFFLOAD_BYTES
+    body = orjson.dumps({**TOOL_CHAT, "messages": [{"role": "user", "content": text}]})
+
+    async def plan() -> int:
+        if inflight is not None and in_flight is not None:
+            inflight.count = in_flight  # as the guard counts them, this request included
+        await plan_chat(body, CHAT, {}, setup)
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(plan())
+    assert (spy.seen == [loop_thread]) == on_loop
 
 
 def test_chat_records_carry_curation_details() -> None:

@@ -1,0 +1,178 @@
+"""The audit and scale-out cases: each starts the extra servers it compares.
+
+audit: the proxy in passthrough with no audit sink (the main proxy, `--audit none`) and a
+second one writing every exchange to SQLite. Flat out (closed loop), the audit's CPU shows
+as fewer requests per second; at a fixed rate well below saturation (open loop, 40% of
+what the no-audit proxy managed flat out, at most 1,000/s), p50 shows whether writing
+the audit log sits on the request path. Target: p50 within 10%.
+
+scale: the floor and the proxy with 1 and with 2 workers, nothing pinned (each worker may
+use any core), flat out, with the CPU time each server used per request. Workers share
+nothing on the request path, so throughput scales with the cores they are given exactly
+when the CPU one request costs stays the same with more workers. Target: within 10%.
+On 2 cores the load generator and upstream need a share too, so req/s itself cannot
+double here; the floor's req/s with 2 workers shows what the cores allow.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import orjson
+
+from bench import conversations, servers
+from bench.cases import CHAT, SMALL_MODEL, Bench
+from bench.loadgen import LoadResult
+from bench.procs import Placement, StartError, tree_cpu_s
+from bench.report import Row, skipped
+
+MAX_PACED_RATE = 1000.0
+PACED_SHARE = 0.4
+AUDIT_CASE = "audit off vs sqlite"
+AUDIT_PATHS = (
+    "flat out, audit off",
+    "flat out, audit sqlite",
+    "fixed rate, audit off",
+    "fixed rate, audit sqlite",
+)
+SCALE_CASE = "scale-out, req/s"
+SCALE_PATHS = (
+    "floor, 1 worker",
+    "floor, 2 workers",
+    "proxy passthrough, 1 worker",
+    "proxy passthrough, 2 workers",
+)
+
+
+def _skipped(case: str, paths: tuple[str, ...], reason: str, target: str) -> list[Row]:
+    """Every row of the case, so the table always has the same lines; the target on the last."""
+    return [skipped(case, p, reason, target if p == paths[-1] else "") for p in paths]
+
+
+def audit(bench: Bench) -> list[Row]:
+    target = "p50 within 10%"
+    if bench.proxy is None or bench.procs is None:
+        return _skipped(AUDIT_CASE, AUDIT_PATHS, bench.proxy_reason, target)
+    if bench.audit != "none":
+        reason = f"the main proxy already audits ({bench.audit}); run with --audit none"
+        return _skipped(AUDIT_CASE, AUDIT_PATHS, reason, target)
+    try:
+        audited = servers.start_proxy(
+            bench.procs, bench.workdir, bench.upstreams, bench.server, "sqlite", name="audited"
+        )
+    except StartError as exc:
+        return _skipped(AUDIT_CASE, AUDIT_PATHS, str(exc).splitlines()[0], target)
+    body = orjson.dumps(conversations.small_request(SMALL_MODEL))
+    off = bench.load(bench.proxy + CHAT, body)
+    on = bench.load(audited + CHAT, body)
+    rate = round(min(MAX_PACED_RATE, PACED_SHARE * off.rps))
+    paced_off = bench.load(bench.proxy + CHAT, body, rate=rate)
+    paced_on = bench.load(audited + CHAT, body, rate=rate)
+    bench.procs.stop("audited")
+    change = paced_on.p50_ms / paced_off.p50_ms - 1 if paced_off.p50_ms else float("nan")
+    flat = f"{on.rps / off.rps:.2f}x req/s" if off.rps else ""
+    return [
+        Row(AUDIT_CASE, AUDIT_PATHS[0], off.rps, off.p50_ms, off.p99_ms),
+        Row(AUDIT_CASE, AUDIT_PATHS[1], on.rps, on.p50_ms, on.p99_ms, figure=flat),
+        Row(
+            AUDIT_CASE,
+            AUDIT_PATHS[2],
+            paced_off.rps,
+            paced_off.p50_ms,
+            paced_off.p99_ms,
+            figure=f"{rate}/s",
+        ),
+        Row(
+            AUDIT_CASE,
+            AUDIT_PATHS[3],
+            paced_on.rps,
+            paced_on.p50_ms,
+            paced_on.p99_ms,
+            figure=f"{rate}/s: {change:+.0%} p50",
+            target=target,
+            met=abs(change) <= 0.10,
+        ),
+    ]
+
+
+def scale(bench: Bench) -> list[Row]:
+    target = "CPU/request within 10% of 1 worker's"
+    if bench.proxy is None or bench.procs is None or bench.proxy_pid is None:
+        return _skipped(SCALE_CASE, SCALE_PATHS, bench.proxy_reason, target)
+    if (os.cpu_count() or 1) < 2:
+        return _skipped(SCALE_CASE, SCALE_PATHS, "one CPU: nothing to scale to", target)
+    anywhere = Placement()
+    procs, ups, work = bench.procs, bench.upstreams, bench.workdir
+    try:
+        floor2 = servers.start_floor(procs, ups, anywhere, name="floor-2w", workers=2)
+        proxy2 = servers.start_proxy(
+            procs, work, ups, anywhere, bench.audit, name="proxy-2w", workers=2
+        )
+    except StartError as exc:
+        return _skipped(SCALE_CASE, SCALE_PATHS, str(exc).splitlines()[0], target)
+    body = orjson.dumps(conversations.small_request(SMALL_MODEL))
+    runs: dict[str, tuple[LoadResult, float]] = {}
+    servers_under_test = (
+        (bench.floor, bench.floor_pid, True),
+        (floor2, procs.pid("floor-2w"), False),
+        (bench.proxy, bench.proxy_pid, True),
+        (proxy2, procs.pid("proxy-2w"), False),
+    )
+    for name, (url, pid, pinned) in zip(SCALE_PATHS, servers_under_test, strict=True):
+        assert pid is not None
+        # One worker unpinned too, so both counts run under the same rules.
+        with _unpinned(pid if pinned else None):
+            before = tree_cpu_s(pid)
+            result = bench.load(url + CHAT, body, client=anywhere)
+            cpu = tree_cpu_s(pid) - before
+        runs[name] = (result, cpu * 1e6 / result.requests if result.requests else float("nan"))
+    procs.stop("floor-2w")
+    procs.stop("proxy-2w")
+    rows = [
+        Row(SCALE_CASE, name, r.rps, r.p50_ms, r.p99_ms, figure=f"{us:.0f} us CPU/request")
+        for name, (r, us) in runs.items()
+    ]
+    (f1, _), (f2, _), (p1, c1), (p2, c2) = (runs[name] for name in SCALE_PATHS)
+    if f1.rps and p1.rps and c1:
+        rows[1] = replace(rows[1], figure=f"{rows[1].figure}; {f2.rps / f1.rps:.2f}x req/s")
+        rows[3] = replace(
+            rows[3],
+            figure=f"{rows[3].figure} ({c2 / c1:.2f}x); {p2.rps / p1.rps:.2f}x req/s",
+            target=target,
+            met=c2 <= 1.1 * c1,
+        )
+    return rows
+
+
+class _unpinned:
+    """Lets a pinned server's threads run on every CPU for a while, then pins them back."""
+
+    def __init__(self, pid: int | None) -> None:
+        self._pid = pid
+        self._saved: dict[int, set[int]] = {}
+
+    def __enter__(self) -> None:
+        if self._pid is None:
+            return
+        every = set(range(os.cpu_count() or 1))
+        for tid in _threads(self._pid):
+            try:
+                self._saved[tid] = os.sched_getaffinity(tid)
+                os.sched_setaffinity(tid, every)
+            except OSError:  # the thread ended meanwhile
+                continue
+
+    def __exit__(self, *_exc: object) -> None:
+        for tid, cpus in self._saved.items():
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError:
+                continue
+
+
+def _threads(pid: int) -> list[int]:
+    try:
+        return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return [pid]
