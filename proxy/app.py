@@ -3,19 +3,18 @@ proxied upstream.
 
 Starlette does the lifespan and everything but `/v1/*`, which is a pure-ASGI endpoint:
 the relay needs the raw `receive` (to notice a client leaving) and raw header bytes, and
-a Request/StreamingResponse round trip costs throughput for nothing. The lifespan owns the
-upstream client, the process-wide TokenCounter, and the metrics and audit writer
-(`proxy.observers`); nothing lives at module level.
+a Request/StreamingResponse round trip costs throughput for nothing. The lifespan opens the
+worker's `Edge` (`proxy.edge`: upstream client, TokenCounter, summary caches) and the
+metrics and audit writer (`proxy.observers`); nothing lives at module level.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from time import perf_counter
 from typing import Any
 
@@ -28,15 +27,16 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from policies.base import Services
-from policies.summary_cache import SummaryCache
 from policies.tokens import TokenCounter
 from proxy.audit.sse import SSEAccumulator
-from proxy.chat import CHAT_PATH, ChatPlan, ChatSetup, plan_chat
+from proxy.chat import CHAT_PATH, ChatPlan, plan_chat
 from proxy.config import Config, UpstreamConfig
 from proxy.config import Route as ConfigRoute
+from proxy.edge import Edge, open_edge
 from proxy.errors import JSON_HEADERS, ProxyError, no_route
-from proxy.forward import Relay, forward, request_headers, upstream_url
+from proxy.forward import Relay, forward
 from proxy.guard import Guard, Inflight
+from proxy.hygiene import request_headers, upstream_url
 from proxy.incoming import (
     ClientGone,
     client_credential,
@@ -45,7 +45,6 @@ from proxy.incoming import (
     read_body,
     sniff_model,
 )
-from proxy.metrics import Metrics
 from proxy.observers import metrics_routes, open_observability
 from proxy.record import (
     ExchangeRecord,
@@ -58,34 +57,12 @@ from proxy.record import (
 )
 from proxy.reload import WATCH_INTERVAL_S, reloading
 from proxy.routing import select_route
-from proxy.upstream import UpstreamClient, UpstreamRequest, open_client
+from proxy.upstream import UpstreamRequest
 
 log = logging.getLogger("curator.app")
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 POLICY_HEADER = b"x-curator-policy"
-PRELOADED_MODELS = ("gpt-4o",)
-"""Models whose encodings are loaded at startup: o200k_base, tiktoken's default. Others
-(cl100k_base: ~30 MB, ~0.2 s) load off the event loop on the first request needing them."""
-
-
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """Per-process state the lifespan builds and every request reads."""
-
-    config: Config
-    client: UpstreamClient
-    chat: ChatSetup
-    observers: tuple[Observer, ...]
-    max_body_bytes: int
-    caches: Mapping[str, SummaryCache]
-    """Summary caches shared by the config's summarizers (empty without any)."""
-    route_by_headers: bool
-    """Some route matches on headers, so non-chat requests need a header map."""
-    route_by_model: bool
-    """Some route matches on the model, so non-chat JSON bodies are sniffed for it."""
-    metrics: Metrics | None = None
-    """None when `metrics.enabled` is false."""
 
 
 def create_app(
@@ -109,29 +86,7 @@ def create_app(
         async with AsyncExitStack() as stack:
             # Per worker process: the audit writer's thread does not survive a fork.
             seen = await stack.enter_async_context(open_observability(config, observers))
-            counter = TokenCounter(config.models, on_fallback=seen.tokenizer_fallback)
-            await asyncio.to_thread(preload, counter)
-            loaded = {counter.encoding_name(m) for m in PRELOADED_MODELS}
-            chat = ChatSetup(config, counter, loaded, inflight)
-            client = await stack.enter_async_context(open_client(transport))
-            caches: Mapping[str, SummaryCache] = {}
-            if any(p.is_async for p in config.policies.values()):
-                # Imported only when a policy summarizes: its redis client alone costs
-                # ~7 MB of RSS in every worker.
-                from proxy.summarize import open_caches
-
-                caches = await stack.enter_async_context(open_caches(config))
-            edge = Edge(
-                config,
-                client,
-                chat,
-                seen.observers,
-                max_body_bytes,
-                caches,
-                route_by_headers=any(r.match.headers for r in config.routes),
-                route_by_model=any(r.match.model is not None for r in config.routes),
-                metrics=seen.metrics,
-            )
+            edge = await open_edge(stack, config, transport, seen, max_body_bytes, inflight)
             reloader = await stack.enter_async_context(
                 reloading(
                     edge,
@@ -168,12 +123,6 @@ class ProxyFirst:
             await proxy_endpoint(scope, receive, send)
         else:
             await self.app(scope, receive, send)
-
-
-def preload(counter: TokenCounter) -> None:
-    """Load the common encodings now, so no request pays for reading BPE files."""
-    for model in PRELOADED_MODELS:
-        counter.encoder(model)
 
 
 async def healthz(_request: Request) -> Response:

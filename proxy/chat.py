@@ -36,6 +36,7 @@ from policies.errors import ContextOverflow
 from policies.messages import Message
 from policies.tokens import TokenCounter
 from proxy.config import Config, Mode, Route
+from proxy.curator_headers import MODE_HEADER, ascii_bytes, curated_headers, policy_headers
 from proxy.errors import context_length_exceeded, no_route
 from proxy.guard import Inflight
 from proxy.limits import check_chat
@@ -44,7 +45,6 @@ from proxy.routing import PolicyChoice, choose_policy, select_route
 log = logging.getLogger("curator.chat")
 
 CHAT_PATH = "/v1/chat/completions"
-MODE_HEADER = b"x-curator-mode"
 WOULD_REJECT = "would_reject"
 """Skip reason in shadow mode when the policy would have answered 400 (on_overflow: reject)."""
 OFFLOAD_BYTES = 64 * 1024
@@ -227,7 +227,7 @@ def _curated(
     return ChatPlan(
         route=request.route,
         body=body,
-        headers=_curated_headers(request.route, request.choice, result),
+        headers=curated_headers(request.route, request.choice, result),
         model=request.model,
         policy=request.choice.name,
         parsed=request.parsed,
@@ -266,40 +266,6 @@ def _body(request: ChatRequest, result: CurationResult) -> bytes:
     return orjson.dumps({**request.parsed, "messages": result.messages})
 
 
-def actions_header(actions: Sequence[Action]) -> str:
-    """`curator=n,...`: how many messages each curator touched, in chain order."""
-    touched: dict[str, set[int]] = {}
-    for action in actions:
-        touched.setdefault(action.curator, set()).update(action.indexes)
-    return ",".join(f"{name}={len(indexes)}" for name, indexes in touched.items())
-
-
-def _ascii(value: str) -> bytes:
-    return value.encode("ascii", "replace")
-
-
-def _policy_headers(route: Route, choice: PolicyChoice) -> list[tuple[bytes, bytes]]:
-    headers = [(b"x-curator-route", _ascii(route.name))]
-    if route.mode != "enforce":
-        headers.append((MODE_HEADER, route.mode.encode()))
-    headers.append((b"x-curator-policy", _ascii(choice.name)))
-    if choice.header in ("unknown", "not_allowed"):
-        # The client named a policy it cannot have; say so rather than ignore it silently.
-        headers.append((b"x-curator-policy-ignored", choice.header.encode()))
-    return headers
-
-
-def _curated_headers(
-    route: Route, choice: PolicyChoice, result: CurationResult
-) -> tuple[tuple[bytes, bytes], ...]:
-    headers = _policy_headers(route, choice)
-    headers.append((b"x-curator-tokens-before", str(result.tokens_before).encode()))
-    headers.append((b"x-curator-tokens-after", str(result.tokens_after).encode()))
-    if result.actions:
-        headers.append((b"x-curator-actions", _ascii(actions_header(result.actions))))
-    return tuple(headers)
-
-
 def _skipped(
     route: Route,
     raw: bytes,
@@ -308,7 +274,7 @@ def _skipped(
     choice: PolicyChoice,
     parsed: Mapping[str, Any] | None,
 ) -> ChatPlan:
-    headers = _policy_headers(route, choice)
+    headers = policy_headers(route, choice)
     headers.append((b"x-curator-skipped", reason.encode()))
     return ChatPlan(
         route=route,
@@ -329,5 +295,5 @@ def _skip(request: ChatRequest, reason: str) -> ChatPlan:
 
 def _off(route: Route, raw: bytes, model: str | None, parsed: Mapping[str, Any] | None) -> ChatPlan:
     """Routed only: no policy applies, nothing is counted, the client's bytes go upstream."""
-    headers = ((b"x-curator-route", _ascii(route.name)), (MODE_HEADER, b"off"))
+    headers = ((b"x-curator-route", ascii_bytes(route.name)), (MODE_HEADER, b"off"))
     return ChatPlan(route=route, body=raw, headers=headers, model=model, parsed=parsed, mode="off")

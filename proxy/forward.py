@@ -1,14 +1,5 @@
-"""Forwarding: URL and header hygiene, the one place transport errors are mapped, the relay.
-
-URL mapping: a request for `/v1/<rest>?<query>` goes to `<base_url>/<rest>?<query>`, with
-`<rest>` and `<query>` kept byte for byte (still percent-encoded). `base_url` has no
-trailing slash and, for OpenAI, already ends in `/v1`.
-
-Headers: hop-by-hop headers (RFC 9110 7.6.1: Connection, Keep-Alive, Proxy-*, TE,
-Trailer(s), Transfer-Encoding, Upgrade, and any header named in Connection) are dropped
-in both directions. Requests also lose the client's `x-curator-*` control headers, Host
-and Content-Length (the client library sets both for the upstream) and Expect (the
-proxy has already read the whole body). Everything else passes unchanged.
+"""Forwarding: the one place transport errors are mapped, and the relay (URL and header
+hygiene: `proxy.hygiene`).
 
 Relay: response headers go to the client as soon as they arrive, then each body chunk as
 it is read, with no re-framing. A watcher on the client's connection cancels the exchange
@@ -25,8 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
 from types import TracebackType
-from typing import Any, NamedTuple
-from urllib.parse import quote
+from typing import Any
 
 import aiohttp
 import httpx
@@ -34,85 +24,15 @@ from starlette.types import Receive, Send
 
 from proxy.audit.sse import SSEAccumulator
 from proxy.errors import ProxyError, upstream_failed, upstream_timeout, upstream_unreachable
+from proxy.hygiene import response_head
 from proxy.record import Outcome
-from proxy.upstream import Headers, UpstreamClient, UpstreamRequest, UpstreamResponse
+from proxy.upstream import UpstreamClient, UpstreamRequest, UpstreamResponse
 
 log = logging.getLogger("curator.forward")
 
-HOP_BY_HOP = frozenset(
-    (b"connection", b"keep-alive", b"te", b"trailer", b"trailers", b"transfer-encoding", b"upgrade")
-)
-REQUEST_DROPS = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
-DROPPED_PREFIXES = (b"proxy-", b"x-curator-")
-"""Proxy-* is hop-by-hop; x-curator-* are the client's control headers for this proxy."""
-EVENT_STREAM = b"text/event-stream"
 SSE_BOUNDARIES = (b"\n\n", b"\r\r", b"\r\n\r\n")
 WATCH_AFTER_S = 0.02
 """How long an exchange runs before a task starts watching for the client leaving."""
-
-
-def upstream_url(base_url: str, raw_path: bytes | None, path: str, query: bytes) -> str:
-    """`/v1/<rest>` -> `<base_url>/<rest>`, query string appended unchanged.
-
-    The raw path keeps the client's percent-encoding; the decoded path is re-quoted only
-    when the server gives no raw path or one that does not start with `/v1/`.
-    """
-    if raw_path is not None and raw_path.startswith(b"/v1/"):
-        rest = raw_path[3:].decode("latin-1")
-    else:
-        rest = quote(path[3:], safe="/:@!$&'()*+,;=-._~")
-    url = base_url + rest
-    return f"{url}?{query.decode('latin-1')}" if query else url
-
-
-class ResponseHead(NamedTuple):
-    """The response headers to relay, and what the relay needs to know from them."""
-
-    headers: list[tuple[bytes, bytes]]
-    event_stream: bool
-    content_length: int | None
-
-
-def request_headers(headers: Headers, api_key: str | None) -> list[tuple[bytes, bytes]]:
-    """The client's headers as the upstream should see them (see the module docstring).
-
-    Names arrive lower-cased, as the ASGI spec has servers deliver them.
-    """
-    drop = REQUEST_DROPS
-    for name, value in headers:
-        if name == b"connection":
-            drop = drop | _tokens(value)
-    if api_key:
-        drop = drop | {b"authorization"}
-    out = [(n, v) for n, v in headers if n not in drop and not n.startswith(DROPPED_PREFIXES)]
-    if api_key:
-        out.append((b"authorization", b"Bearer " + api_key.encode("latin-1")))
-    return out
-
-
-def response_head(headers: Headers) -> ResponseHead:
-    """The upstream's headers minus hop-by-hop ones, names lower-cased as ASGI wants."""
-    out: list[tuple[bytes, bytes]] = []
-    named: frozenset[bytes] = frozenset()
-    event_stream, length = False, None
-    for raw_name, value in headers:
-        name = raw_name.lower()
-        if name in HOP_BY_HOP or name.startswith(b"proxy-"):
-            if name == b"connection":
-                named |= _tokens(value)
-            continue
-        if name == b"content-type":
-            event_stream = value.lower().startswith(EVENT_STREAM)
-        elif name == b"content-length":
-            length = int(value) if value.isdigit() else None
-        out.append((name, value))
-    if named - HOP_BY_HOP:  # rare: Connection names an end-to-end-looking header
-        out = [(n, v) for n, v in out if n not in named]
-    return ResponseHead(out, event_stream, length)
-
-
-def _tokens(value: bytes) -> frozenset[bytes]:
-    return frozenset(t.strip().lower() for t in value.split(b","))
 
 
 # -- error mapping: the one place transport errors become proxy errors -----------------

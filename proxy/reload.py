@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     import uvicorn
     from uvicorn.supervisors.multiprocess import Process
 
-    from proxy.app import Edge
+    from proxy.edge import Edge
     from proxy.summary_cache_redis import RedisSummaryCache
 
 log = logging.getLogger("curator.reload")
@@ -148,14 +148,7 @@ class Reloader:
             chat = ChatSetup(config, old.counter, old.loaded, old.inflight)
         else:
             chat = ChatSetup(config, self._counter_for(config.models), inflight=old.inflight)
-        return dataclasses.replace(
-            edge,
-            config=config,
-            chat=chat,
-            caches=await self._caches(config, edge.caches),
-            route_by_headers=any(r.match.headers for r in config.routes),
-            route_by_model=any(r.match.model is not None for r in config.routes),
-        )
+        return edge.serving(config, chat, await self._caches(config, edge.caches))
 
     async def _caches(
         self, config: Config, current: Mapping[str, SummaryCache]

@@ -32,8 +32,9 @@ import uvicorn
 from starlette.applications import Starlette
 
 from policies.tokens import TokenCounter
-from proxy.app import create_app, preload
+from proxy.app import create_app
 from proxy.config import Config, default_config, load_config
+from proxy.edge import preload
 from proxy.multiproc import MULTIPROC_ENV, prepare_multiprocess_dir
 from proxy.reload import serve_workers
 

@@ -29,7 +29,8 @@ from policies.policy import Policy
 from policies.summarizer import Summarizer
 from policies.summary_cache import DEFAULT_ENTRIES, MEMORY, MemoryCache, SummaryCache
 from proxy.config import Config, UpstreamConfig
-from proxy.forward import MapUpstreamErrors, request_headers
+from proxy.forward import MapUpstreamErrors
+from proxy.hygiene import request_headers
 from proxy.summary_cache_redis import RedisSummaryCache
 from proxy.upstream import UpstreamClient, UpstreamRequest
 

@@ -29,8 +29,9 @@ from policies.messages import SUMMARY_PREFIX, Message
 from policies.policy import Policy
 from policies.tokens import TokenCounter
 from proxy.app import create_app
-from proxy.chat import OFFLOAD_BYTES, ChatSetup, actions_header, plan_chat
+from proxy.chat import OFFLOAD_BYTES, ChatSetup, plan_chat
 from proxy.config import Config, Route, ServerConfig, UpstreamConfig
+from proxy.curator_headers import actions_header
 from proxy.guard import Inflight
 from proxy.record import ExchangeRecord
 
@@ -382,7 +383,7 @@ def test_a_tokenizer_not_loaded_yet_is_loaded_off_the_event_loop(
             waits.append((name, threading.get_ident()))
             return super()._load(name)
 
-    monkeypatch.setattr("proxy.app.TokenCounter", SpyCounter)
+    monkeypatch.setattr("proxy.edge.TokenCounter", SpyCounter)
     harness = Harness(make_config({"cut": policy("cut", CutTools())}))
     body = {**TOOL_CHAT, "model": "gpt-4"}  # cl100k_base: not preloaded
     response = harness.post(orjson.dumps(body))

@@ -19,11 +19,9 @@ from proxy.forward import (
     StreamAborted,
     forward,
     map_upstream_error,
-    request_headers,
-    response_head,
     sse_error_event,
-    upstream_url,
 )
+from proxy.hygiene import request_headers, response_head, upstream_url
 from proxy.upstream import UpstreamRequest
 
 pytestmark = pytest.mark.anyio

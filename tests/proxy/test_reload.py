@@ -20,8 +20,9 @@ from starlette.testclient import TestClient
 from policies.errors import ConfigError
 from policies.summary_cache import MEMORY
 from proxy import reload
-from proxy.app import Edge, create_app
+from proxy.app import create_app
 from proxy.config import Config, ConfigFileError, default_config, file_stamp, load_config
+from proxy.edge import Edge
 from proxy.reload import Live, Reloader, reloading
 from tests import factories as f
 
