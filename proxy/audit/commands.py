@@ -30,7 +30,7 @@ from proxy.audit.jsonl import JsonlReader
 from proxy.audit.record import parse_iso
 from proxy.audit.render import render_diff, render_record, render_table
 from proxy.audit.settings import AuditConfig, parse_audit
-from proxy.audit.sqlite import SqliteReader
+from proxy.audit.sqlite_reader import SqliteReader
 
 DEFAULT_CONFIG = "config.yaml"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")

@@ -18,12 +18,12 @@ from proxy.audit.record import AuditEntry, AuditRecord, RecordBuilder
 from proxy.audit.redact import Redactor
 from proxy.audit.sqlite import (
     SCHEMA_VERSION,
-    SqliteReader,
     SqliteSink,
     open_store,
     split_digests,
     used_bytes,
 )
+from proxy.audit.sqlite_reader import SqliteReader
 
 T0 = 1_767_225_600.0
 WORDS = (

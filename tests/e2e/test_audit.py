@@ -26,7 +26,7 @@ from openai import OpenAI
 from bench.conversations import growing_requests
 from proxy.app import create_app
 from proxy.audit.redact import Redactor, custom_detector
-from proxy.audit.sqlite import SqliteReader
+from proxy.audit.sqlite_reader import SqliteReader
 from proxy.cli import main as curator
 from proxy.config import Config, load_config
 from proxy.server import uvicorn_options

@@ -22,8 +22,8 @@ from policies.errors import ConfigError
 from policies.tokens import TokenCounter
 from proxy.app import create_app
 from proxy.auth_settings import AuthConfig
-from proxy.cli import format_config
 from proxy.config import Config, ServerConfig, default_config, load_config
+from proxy.config_render import format_config
 from proxy.curator_headers import actions_header
 from proxy.metrics import Labels, Metrics
 from proxy.metrics_settings import MetricsConfig

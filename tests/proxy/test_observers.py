@@ -21,7 +21,7 @@ from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
 from proxy.app import create_app
 from proxy.audit import AuditConfig, AuditEntry, key_fingerprint
-from proxy.audit.sqlite import SqliteReader
+from proxy.audit.sqlite_reader import SqliteReader
 from proxy.config import Config, Route, RouteMatch, ServerConfig, UpstreamConfig
 from proxy.errors import upstream_timeout
 from proxy.observers import chat_entry, open_observability, summary_entry

@@ -23,8 +23,8 @@ from policies.summarizer import Summarizer
 from policies.tool_results import ToolResultTruncation
 from proxy.app import create_app
 from proxy.chat import ChatSetup, plan_chat
-from proxy.cli import format_config
 from proxy.config import Config, Mode, Route, RouteMatch, ServerConfig, UpstreamConfig, load_config
+from proxy.config_render import format_config
 from proxy.record import ExchangeRecord
 from tests import factories as f
 
