@@ -18,6 +18,8 @@ double here; the floor's req/s with 2 workers shows what the cores allow.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 
 import orjson
@@ -121,7 +123,8 @@ def _mean(results: list[LoadResult]) -> LoadResult:
 
 def scale(bench: Bench) -> list[Row]:
     target = "CPU/request within 10% of 1 worker's"
-    if bench.proxy is None or bench.procs is None or bench.proxy_pid is None:
+    floor_pid, proxy_pid = bench.floor_pid, bench.proxy_pid
+    if bench.proxy is None or bench.procs is None or proxy_pid is None or floor_pid is None:
         return _skipped(SCALE_CASE, SCALE_PATHS, bench.proxy_reason, target)
     if (os.cpu_count() or 1) < 2:
         return _skipped(SCALE_CASE, SCALE_PATHS, "one CPU: nothing to scale to", target)
@@ -137,13 +140,12 @@ def scale(bench: Bench) -> list[Row]:
     body = orjson.dumps(conversations.small_request(SMALL_MODEL))
     runs: dict[str, tuple[LoadResult, float]] = {}
     servers_under_test = (
-        (bench.floor, bench.floor_pid, True),
+        (bench.floor, floor_pid, True),
         (floor2, procs.pid("floor-2w"), False),
-        (bench.proxy, bench.proxy_pid, True),
+        (bench.proxy, proxy_pid, True),
         (proxy2, procs.pid("proxy-2w"), False),
     )
     for name, (url, pid, pinned) in zip(SCALE_PATHS, servers_under_test, strict=True):
-        assert pid is not None
         # One worker unpinned too, so both counts run under the same rules.
         with _unpinned(pid if pinned else None):
             before = tree_cpu_s(pid)
@@ -168,30 +170,21 @@ def scale(bench: Bench) -> list[Row]:
     return rows
 
 
-class _unpinned:
+@contextmanager
+def _unpinned(pid: int | None) -> Iterator[None]:
     """Lets a pinned server's threads run on every CPU for a while, then pins them back."""
-
-    def __init__(self, pid: int | None) -> None:
-        self._pid = pid
-        self._saved: dict[int, set[int]] = {}
-
-    def __enter__(self) -> None:
-        if self._pid is None:
-            return
-        every = set(range(os.cpu_count() or 1))
-        for tid in _threads(self._pid):
-            try:
-                self._saved[tid] = os.sched_getaffinity(tid)
-                os.sched_setaffinity(tid, every)
-            except OSError:  # the thread ended meanwhile
-                continue
-
-    def __exit__(self, *_exc: object) -> None:
-        for tid, cpus in self._saved.items():
-            try:
+    saved: dict[int, set[int]] = {}
+    every = set(range(os.cpu_count() or 1))
+    for tid in _threads(pid) if pid is not None else ():
+        with suppress(OSError):  # a thread that ended meanwhile
+            saved[tid] = os.sched_getaffinity(tid)
+            os.sched_setaffinity(tid, every)
+    try:
+        yield
+    finally:
+        for tid, cpus in saved.items():
+            with suppress(OSError):
                 os.sched_setaffinity(tid, cpus)
-            except OSError:
-                continue
 
 
 def _threads(pid: int) -> list[int]:

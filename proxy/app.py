@@ -235,6 +235,12 @@ class _Exchange:
         # Each model call gets its own audit record, linked to this request.
         return replace(services, complete=recording(services.complete, self.summary_calls))
 
+    def _credential(self) -> str | None:
+        """The client's credential, for the audit log's fingerprint (nothing else reads it)."""
+        if self.plan is None or not self.edge.config.audit.enabled:
+            return None
+        return client_credential(self.scope["headers"])
+
     def record(self) -> ExchangeRecord:
         plan, relay = self.plan, self.relay
         ttfb = relay.first_byte_at - self.started if relay.first_byte_at is not None else None
@@ -263,7 +269,7 @@ class _Exchange:
             outcome=self.outcome,
             error=self.error,
             mode=plan.mode if plan else None,
-            authorization=client_credential(self.scope["headers"]) if plan else None,
+            authorization=self._credential(),
             response=relay.tap,
             summary_calls=tuple(self.summary_calls),
         )
