@@ -12,8 +12,10 @@ Planning is plain synchronous code. Small bodies are planned on the event loop; 
 ones in a worker thread while other requests are in flight, because a cold 127k-token
 request spends tens of milliseconds in tiktoken (which releases the GIL) and the loop
 must keep relaying those. Alone, a big body is planned on the loop too: there is nothing
-to keep moving, and tiktoken encodes ~40% slower on any thread but the main one
-(measured here: 19.5 ms vs 28 ms for the same 700 KB, whichever thread loaded it).
+to keep moving, and the loop's thread encodes fastest. An encoding's regex keeps its
+caches in a pool with a lock-free path for one thread only, the first that encoded with
+it (in `curator serve`, the event loop's): measured here, 19.5 ms vs 28 ms for the same
+700 KB on any other thread, whichever thread loaded the encoding.
 Measured here: to_thread costs ~0.1 ms; a 64 KiB body costs ~2 ms cold, ~0.2 ms warm.
 A chain holding an async curator (a summarizer) is read the same way, then awaited on
 the event loop, its model calls going through the services the app supplies.
