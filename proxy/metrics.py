@@ -82,6 +82,19 @@ def _bounded(value: str | None, allowed: frozenset[str]) -> str:
     return value if value in allowed else OTHER
 
 
+@dataclass(frozen=True, slots=True)
+class _Meters:
+    """The series one (route, policy, status) updates on every request, looked up once."""
+
+    route: str
+    requests: Any
+    tokens_before: Any
+    tokens_after: Any
+    curation: Any
+    ttfb: Any
+    total: Any
+
+
 class Metrics:
     """The metric families, and an observer that updates them from an ExchangeRecord."""
 
@@ -92,6 +105,7 @@ class Metrics:
         # that is not the global one, so each app gets its own.
         self.registry = CollectorRegistry(auto_describe=True)
         self._children: dict[tuple[object, ...], Any] = {}
+        self._meters: dict[tuple[str | None, str | None, str], _Meters] = {}
         self._traffic_families()
         self._operation_families()
         # Families with closed label sets show every series from the start.
@@ -188,28 +202,44 @@ class Metrics:
 
     def observe(self, record: ExchangeRecord) -> None:
         """The exchange observer: count one finished request."""
-        route = self.labels.route(record.route)
         status = str(record.status) if record.status is not None else record.outcome
-        self._child(self.requests, route, self.labels.policy(record.policy), status).inc()
+        key = (record.route, record.policy, status)
+        meters = self._meters.get(key)
+        if meters is None:
+            meters = self._meters[key] = self._exchange_meters(*key)
+        meters.requests.inc()
+        route = meters.route
         if record.skipped is not None:
             reason = record.skipped if record.skipped in KNOWN_SKIPS else OTHER
             self._child(self.skipped, reason).inc()
         if record.tokens_before is not None and record.tokens_after is not None:
-            self._child(self.tokens, route, "before").inc(record.tokens_before)
-            self._child(self.tokens, route, "after").inc(record.tokens_after)
+            meters.tokens_before.inc(record.tokens_before)
+            meters.tokens_after.inc(record.tokens_after)
         if record.actions:
             self._actions(route, record)
         if record.summary is not None:
             self._summary(route, record.summary)
         if record.curation_s is not None:
-            self._child(self.curation_seconds, route).observe(record.curation_s)
+            meters.curation.observe(record.curation_s)
         if record.ttfb_s is not None:
-            self._child(self.upstream_seconds, route, "ttfb").observe(record.ttfb_s)
+            meters.ttfb.observe(record.ttfb_s)
         if record.upstream_status is not None:
-            self._child(self.upstream_seconds, route, "total").observe(record.latency_s)
+            meters.total.observe(record.latency_s)
         if record.error in UPSTREAM_ERRORS:
             phase = "before_response" if record.upstream_status is None else "mid_response"
             self._child(self.upstream_errors, route, phase, record.error).inc()
+
+    def _exchange_meters(self, route: str | None, policy: str | None, status: str) -> _Meters:
+        bounded = self.labels.route(route)
+        return _Meters(
+            route=bounded,
+            requests=self._child(self.requests, bounded, self.labels.policy(policy), status),
+            tokens_before=self._child(self.tokens, bounded, "before"),
+            tokens_after=self._child(self.tokens, bounded, "after"),
+            curation=self._child(self.curation_seconds, bounded),
+            ttfb=self._child(self.upstream_seconds, bounded, "ttfb"),
+            total=self._child(self.upstream_seconds, bounded, "total"),
+        )
 
     def _actions(self, route: str, record: ExchangeRecord) -> None:
         # Messages touched per curator, as `x-curator-actions` counts them, so the two agree.
@@ -249,6 +279,7 @@ class Metrics:
         self.config_reloads.labels("ok" if ok else "error").inc()
         if labels is not None:
             self.labels = labels
+            self._meters = {}  # resolved against the old labels
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text, aggregated across workers in multiprocess mode."""

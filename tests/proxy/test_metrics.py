@@ -166,6 +166,20 @@ def test_audit_outcomes_and_reloads_are_counted() -> None:
     assert metrics.labels.route("chat") == "other"
 
 
+def test_a_reload_relabels_the_series_a_route_counts_into() -> None:
+    metrics = Metrics(LABELS)
+    observe(metrics, route="fresh", tokens_before=10, tokens_after=4)
+    metrics.config_reloaded(
+        ok=True, labels=Labels(frozenset({"fresh"}), LABELS.policies, frozenset())
+    )
+    observe(metrics, route="fresh", tokens_before=10, tokens_after=4)
+    text = text_of(metrics)
+    for route in ("other", "fresh"):
+        assert total(text, "curator_requests_total", route=route) == 1
+        assert total(text, "curator_tokens_total", route=route, stage="after") == 4
+        assert total(text, "curator_upstream_seconds_count", route=route, phase="total") == 1
+
+
 def test_labels_come_from_the_config(tmp_path: Path) -> None:
     labels = labels_for(make_config(tmp_path))
     assert labels.routes == {"chat", "other"}
