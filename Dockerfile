@@ -17,7 +17,7 @@ COPY policies/ policies/
 COPY proxy/ proxy/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/curator \
- && /opt/curator/bin/pip install /wheels/*.whl
+ && /opt/curator/bin/pip install "$(ls /wheels/*.whl)[fast]"
 # tiktoken downloads its BPE files on first use. Fetching both encodings now lets the image run
 # air-gapped; the runtime stage points TIKTOKEN_CACHE_DIR at the same folder.
 ENV TIKTOKEN_CACHE_DIR=/opt/curator/tiktoken

@@ -13,7 +13,7 @@ endif
 $(BIN)/curator: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[fast,test]'
 	@touch $@
 
 setup: $(BIN)/curator

@@ -28,7 +28,7 @@ from bench.conversations import large_request
 from bench.salt import body_texts, with_nonce
 from policies.base import CurationContext, Curator, CuratorOutput, TextCutter
 from policies.chain import Chain
-from policies.encoders import Encoder
+from policies.encoders import Encoder, load_tiktoken
 from policies.loader import load_preset, preset_names
 from policies.messages import Message
 from policies.models import ModelInfo, ModelTable
@@ -193,8 +193,9 @@ def main() -> None:
     raw = orjson.dumps(request)
     parse = median_ms(lambda: orjson.loads(raw), args.warm)
     cold_bodies = salted_bodies(request, args.cold)
-    alone = tiktoken_alone_ms(encoder, cold_bodies)
+    alone = tiktoken_alone_ms(load_tiktoken(encoder.name), cold_bodies)
     print(f"body {len(raw):,} bytes, {len(request['messages'])} messages, model {MODEL}")
+    print(f"  counter's encoder: {encoder.name} ({type(encoder).__name__})")
     print(f"  orjson parse                       {parse:8.2f} ms")
     print(f"  tiktoken alone (cold reference)    {alone:8.2f} ms")
     for name in args.preset or preset_names():

@@ -23,7 +23,7 @@ import orjson
 
 from bench.conversations import large_request
 from policies.digests import message_key
-from policies.encoders import Encoder, EstimatingEncoder, fit
+from policies.encoders import Encoder, EstimatingEncoder, counter_of, fit, load_tiktoken
 from policies.messages import Message
 from policies.splits import Profile, splits
 from policies.tokens import TokenCounter
@@ -129,12 +129,18 @@ def bench_counting(raw: bytes, encoder: Encoder, repeat: int) -> None:
     messages = orjson.loads(raw)["messages"]
     texts = texts_of(messages)
     print(f"\n== counting: {len(messages)} messages, {sum(map(len, texts)):,} chars ==")
-    alone = best_ms(lambda: [encoder.encode_ordinary(t) for t in texts], repeat)
+    tiktoken = load_tiktoken(encoder.name)
+    alone = best_ms(lambda: [tiktoken.encode_ordinary(t) for t in texts], repeat)
     print(f"  tiktoken alone, encode_ordinary each   {alone:8.2f} ms")
-    batch_fn = getattr(encoder, "encode_ordinary_batch", None)
+    batch_fn = getattr(tiktoken, "encode_ordinary_batch", None)
     if batch_fn is not None:
         batch = best_ms(lambda: batch_fn(texts, num_threads=2), repeat)
         print(f"  tiktoken encode_ordinary_batch, 2 thr  {batch:8.2f} ms ({batch / alone:.2f}x)")
+    if encoder is not tiktoken:
+        count = counter_of(encoder)
+        fast = best_ms(lambda: [count(t) for t in texts], repeat)
+        name = type(encoder).__name__
+        print(f"  {name} alone, count each       {fast:8.2f} ms ({fast / alone:.2f}x)")
 
     def fresh_counter() -> tuple[TokenCounter, list[Message]]:
         counter = TokenCounter(loader=lambda _name: encoder)
@@ -226,7 +232,7 @@ def main() -> None:
     args = parser.parse_args()
     raw = orjson.dumps(large_request())
     encoder = TokenCounter().encoder(MODEL)
-    print(f"encoder: {encoder.name} ({type(encoder).__name__}); body {len(raw):,} bytes")
+    print(f"counter's encoder: {encoder.name} ({type(encoder).__name__}); body {len(raw):,} bytes")
     bench_keys(raw, args.repeat)
     bench_counting(raw, encoder, args.repeat)
     bench_cuts(raw, encoder, args.repeat)

@@ -28,6 +28,15 @@ class Encoder(Protocol):
 Loader = Callable[[str], Encoder]
 
 
+def counter_of(enc: Encoder) -> Callable[[str], int]:
+    """`enc`'s token counter for a text: its `count` where it has one, else len(encode)."""
+    count: Callable[[str], int] | None = getattr(enc, "count", None)
+    if count is not None:
+        return count
+    encode = enc.encode_ordinary
+    return lambda text: len(encode(text))
+
+
 def load_tiktoken(name: str) -> Encoder:
     import tiktoken
 
@@ -212,7 +221,7 @@ class _Plain:
         return _Tokens(self._enc, text if span >= len(text) else text[-span:])
 
     def count(self, start: int, stop: int) -> int:
-        return len(self._enc.encode_ordinary(self._text[start:stop]))
+        return counter_of(self._enc)(self._text[start:stop])
 
 
 def fit_chars(enc: Encoder, text: str, max_tokens: int, *, from_end: bool) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.encoders import Encoder
+from policies.encoders import Encoder, counter_of
 from policies.images import audio_part_tokens, image_part_tokens, opaque_part_tokens
 from policies.messages import MAPPING, Message
 from policies.splits import PROFILE_MIN_CHARS, Profile, splits
@@ -37,7 +37,7 @@ class Sink:
 
 
 def count(enc: Encoder, text: str) -> int:
-    return len(enc.encode_ordinary(text)) if text else 0
+    return counter_of(enc)(text) if text else 0
 
 
 def message_tokens(msg: Message, enc: Encoder, sink: Sink | None = None) -> int:

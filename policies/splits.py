@@ -25,7 +25,8 @@ import re
 from bisect import bisect_left, bisect_right
 from types import MappingProxyType
 
-from policies.encoders import Encoder, lead_bytes, prefix_chars
+from policies.encoders import Encoder, counter_of, lead_bytes, prefix_chars
+from policies.fast_bpe import FastBpeEncoder
 
 # Python's \s is a superset of the encodings' (Unicode White_Space), so these patterns can
 # only miss split points, never invent one.
@@ -42,11 +43,13 @@ PROFILE_MIN_CHARS = 2_048
 
 
 def splits(enc: Encoder) -> re.Pattern[str] | None:
-    """The split rule of `enc` when it is tiktoken's own encoding of that name (never an
-    estimator, nor an encoding someone built under a checked name)."""
+    """The split rule of `enc` when it is tiktoken's own encoding of that name, or rs_bpe's
+    twin of it (never an estimator, nor an encoding someone built under a checked name)."""
     found = SPLITS.get(enc.name)
     if found is None:
         return None
+    if isinstance(enc, FastBpeEncoder):
+        return found  # it passed the probe check against tiktoken when it was loaded
     try:
         from tiktoken import registry
     except ImportError:
@@ -63,14 +66,14 @@ class Profile:
         """Counts `text` chunk by chunk, at split points of `rule` (`splits(enc)`)."""
         self.enc, self.text = enc, text
         marks, cum = [0], [0]
-        encode, search, n = enc.encode_ordinary, rule.search, len(text)
+        count, search, n = counter_of(enc), rule.search, len(text)
         is_ascii = text.isascii()
         start = total = size = 0
         while start < n:
             found = search(text, start + CHUNK_CHARS) if start + CHUNK_CHARS < n else None
             stop = found.end() if found is not None else n
             chunk = text[start:stop]
-            total += len(encode(chunk))
+            total += count(chunk)
             if not is_ascii:  # encoding left the chunk's UTF-8 with it: its size comes cheap
                 size += len(chunk.encode("utf-8", "surrogatepass"))
             marks.append(stop)
@@ -121,7 +124,7 @@ class Profile:
             before -= 1
         after = min(len(marks) - 1, bisect_right(marks, back))
         joint = text[marks[before] : head] + middle + text[back : marks[after]]
-        return cum[before] + len(self.enc.encode_ordinary(joint)) + self.total - cum[after]
+        return cum[before] + counter_of(self.enc)(joint) + self.total - cum[after]
 
     def head_window(self, span: int) -> _HeadWindow:
         """The first `span` characters' tokens, as `encoders.fit` reads them."""

@@ -5,6 +5,8 @@ a digest of its canonical bytes (`policies.digests`: SHA-256, the fastest sound 
 in bench/tokens_bench.py). Long texts, head/tail cuts and tool lists are
 cached the same way, because curators ask for them again on every request.
 
+Encodings come from `policies.fast_bpe.load_exact`: rs_bpe for o200k_base and cl100k_base
+(exact, about twice as fast, compiled in), tiktoken for the rest and as the fallback.
 tiktoken downloads BPE files on first use. Loading runs in a helper thread with a time
 limit, so no request waits on a network that is not there. Without an exact encoding,
 counting falls back to `EstimatingEncoder`, says so once in the log, calls
@@ -26,8 +28,8 @@ from policies.encoders import (
     LoadJob,
     fit,
     fit_chars,
-    load_tiktoken,
 )
+from policies.fast_bpe import load_exact
 from policies.formula import TOKENS_PER_MESSAGE, TOKENS_PER_NAME, Sink, count, message_tokens
 from policies.messages import Message
 from policies.models import ModelTable, bare_name
@@ -60,7 +62,7 @@ class TokenCounter:
         models: ModelTable | None = None,
         *,
         cache_entries: int = DEFAULT_CACHE_ENTRIES,
-        loader: Loader = load_tiktoken,
+        loader: Loader = load_exact,
         on_fallback: Callable[[str], None] | None = None,
         load_timeout_s: float = LOAD_TIMEOUT_S,
     ) -> None:
@@ -188,9 +190,9 @@ class TokenCounter:
             return 0
         enc = self.encoder(model)
         if len(text) < CACHE_MIN_CHARS:
-            return len(enc.encode_ordinary(text))
+            return count(enc, text)
         key = digest(namespace(b"t", enc), str_bytes(text))
-        return self._cached(key, lambda: len(enc.encode_ordinary(text)))
+        return self._cached(key, lambda: count(enc, text))
 
     def count_tools(self, tools: Sequence[Mapping[str, Any]], model: str) -> int:
         """Tokens of a request's tool definitions (0 for none)."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from policies.errors import ConfigError
+from policies.fast_bpe import tokenizer_choice
 from proxy.audit.commands import add_subparsers as add_audit_subparsers
 from proxy.config import Config, default_config, load_config
 from proxy.config_render import format_config
@@ -144,7 +145,7 @@ def _serve(args: argparse.Namespace) -> int:
     from proxy.guard import bind_refusal
     from proxy.server import serve  # the HTTP stack loads only for `serve`
 
-    refusal = bind_refusal(config, args.host or config.server.host)
+    refusal = _tokenizer_problem() or bind_refusal(config, args.host or config.server.host)
     if refusal is not None:
         print(refusal, file=sys.stderr)
         return 1
@@ -158,8 +159,21 @@ def _check(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _print_problems(exc)
         return 1
+    problem = _tokenizer_problem()
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return 1
     print(format_config(config))
     return 0
+
+
+def _tokenizer_problem() -> str | None:
+    """A bad `CURATOR_TOKENIZER`, refused up front rather than counted with estimates."""
+    try:
+        tokenizer_choice()
+    except ValueError as exc:
+        return f"curator: {exc}"
+    return None
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -37,18 +37,19 @@ from proxy.config import Config, default_config, load_config
 from proxy.edge import preload
 from proxy.multiproc import MULTIPROC_ENV, prepare_multiprocess_dir
 from proxy.reload import serve_workers
+from proxy.slim import release_rs_bpe_pages, slim_tiktoken
 
 log = logging.getLogger("curator.server")
 
 CONFIG_ENV = "CURATOR_CONFIG_PATH"
 HOST_ENV = "CURATOR_LISTEN_HOST"
-GRACEFUL_SHUTDOWN_S = 30
 GC_YOUNG_THRESHOLD = 10_000
 """Net new container objects before a young-generation collection (CPython's default:
 700). Each collection walks every live young object, and 32 requests in flight hold more
 than 700 (parsed bodies, aiohttp and ASGI state), so at the default one ran every ~9
 requests and cost ~20 us of CPU per request (measured: 245 -> 220 us per small proxied
 request). Garbage cycles are rare here, so the memory this defers stays small."""
+GRACEFUL_SHUTDOWN_S = 30
 """On SIGTERM, in-flight requests (long streams included) get this long to finish."""
 
 
@@ -73,40 +74,21 @@ def build_app(config: Config) -> Starlette:
 
 
 def prepare_process(config: Config) -> None:
-    """Load the tokenizers, move everything alive so far out of the GC's sight, and make
-    young collections rarer (`GC_YOUNG_THRESHOLD`).
+    """Load the tokenizers (and give back what they needed only to load: `proxy.slim`),
+    move everything alive so far out of the GC's sight, and make young collections rarer
+    (`GC_YOUNG_THRESHOLD`).
 
     tiktoken keeps each vocabulary as a 100k-200k entry dict, and every full collection
     walks them; startup objects live as long as the process anyway. Done here, not in
     the app, because both are process-wide choices a library user should not inherit.
     """
-    preload(TokenCounter(config.models))  # tiktoken caches encodings process-wide
+    preload(TokenCounter(config.models))  # tokenizers are cached process-wide
     slim_tiktoken()
+    release_rs_bpe_pages()
     gc.collect()
     gc.freeze()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
-
-
-def slim_tiktoken() -> int:
-    """Drop the Python copy of each loaded tiktoken vocabulary; returns how many went.
-
-    An Encoding keeps its 100k-200k entry `mergeable_ranks` dict (~28 MB of RSS for
-    o200k_base) next to the Rust tokenizer built from it, and reads it only to pickle an
-    encoding that is not registered; registered ones (all of tiktoken's own) pickle by
-    name. Encodings loaded later (a model's first request) keep theirs.
-    """
-    try:
-        from tiktoken import registry
-    except ImportError:
-        return 0
-    slimmed = 0
-    for name, enc in list(registry.ENCODINGS.items()):
-        ranks = getattr(enc, "_mergeable_ranks", None)
-        if ranks and registry.ENCODINGS.get(name) is enc:
-            enc._mergeable_ranks = {}
-            slimmed += 1
-    return slimmed
 
 
 def app_from_env() -> Starlette:

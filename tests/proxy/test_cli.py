@@ -159,6 +159,18 @@ def test_serve_with_a_missing_config_file_does_not_start(
     assert "absent.yaml: cannot read" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["serve", "check"])
+def test_a_misspelt_tokenizer_choice_is_refused_before_starting(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = FakeServer(monkeypatch)
+    monkeypatch.setenv("CURATOR_TOKENIZER", "tiktokn")
+    assert main([command, "--config", str(EXAMPLE)]) == 1
+    assert server.calls == []
+    err = capsys.readouterr().err
+    assert "CURATOR_TOKENIZER='tiktokn': must be one of auto, tiktoken" in err
+
+
 @pytest.mark.parametrize(
     "argv",
     [[], ["serve", "--port", "0"], ["serve", "--port", "http"], ["serve", "--workers", "0"], ["x"]],
