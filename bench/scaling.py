@@ -5,7 +5,9 @@ second one writing every exchange to SQLite. Flat out (closed loop), the audit's
 as fewer requests per second; at a fixed rate well below saturation (open loop, 40% of
 what the no-audit proxy managed flat out, at most 1,000/s; three interleaved rounds,
 p50s averaged), p50 shows whether writing
-the audit log sits on the request path. Target: p50 within 10%.
+the audit log sits on the request path. Target: p50 within 10%, read one-sided: at most
+10% above the unaudited p50 (an audited p50 below it is the noise of the unaudited run,
+not a saving).
 
 scale: the floor and the proxy with 1 and with 2 workers, nothing pinned (each worker may
 use any core), flat out, with the CPU time each server used per request. Workers share
@@ -55,7 +57,7 @@ def _skipped(case: str, paths: tuple[str, ...], reason: str, target: str) -> lis
 
 
 def audit(bench: Bench) -> list[Row]:
-    target = "p50 within 10%"
+    target = "p50 at most +10%"
     if bench.proxy is None or bench.procs is None:
         return _skipped(AUDIT_CASE, AUDIT_PATHS, bench.proxy_reason, target)
     if bench.audit != "none":
@@ -104,7 +106,7 @@ def audit(bench: Bench) -> list[Row]:
             paced_on.p99_ms,
             figure=f"{rate}/s: {change:+.0%} p50",
             target=target,
-            met=abs(change) <= 0.10,
+            met=change <= 0.10,
         ),
     ]
 
