@@ -271,7 +271,7 @@ class Metrics:
 
     def audit_outcome(self, outcome: str, queue_depth: int) -> None:
         """The audit writer's callback: one record written, dropped or failed."""
-        self.audit_records.labels(outcome).inc()
+        self._child(self.audit_records, outcome).inc()
         self.audit_queue_depth.set(queue_depth)
 
     def config_reloaded(self, ok: bool, labels: Labels | None = None) -> None:
