@@ -121,10 +121,12 @@ async def forward(
     been sent to the client yet), and `StreamAborted` as described there. A client that
     leaves makes this return early with outcome `client_disconnect`.
     """
-    task = asyncio.current_task()
+    # Looked up once: each lookup of the running loop costs a getpid() system call.
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task(loop)
     if task is None:
         raise RuntimeError("forward() must run inside an asyncio task")
-    watcher = _Watcher(receive, task, relay)
+    watcher = _Watcher(loop, receive, task, relay)
     try:
         await _exchange(client, request, send, extra_headers, relay)
     except asyncio.CancelledError:
@@ -154,15 +156,21 @@ class _Watcher:
     while a client leaving a slow completion or a stream is still noticed at once.
     """
 
-    __slots__ = ("_handle", "_job", "_receive", "_relay", "_task")
+    __slots__ = ("_handle", "_job", "_loop", "_receive", "_relay", "_task")
 
-    def __init__(self, receive: Receive, task: asyncio.Task[Any], relay: Relay) -> None:
-        self._receive, self._task, self._relay = receive, task, relay
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        receive: Receive,
+        task: asyncio.Task[Any],
+        relay: Relay,
+    ) -> None:
+        self._loop, self._receive, self._task, self._relay = loop, receive, task, relay
         self._job: asyncio.Future[None] | None = None
-        self._handle = asyncio.get_running_loop().call_later(WATCH_AFTER_S, self._start)
+        self._handle = loop.call_later(WATCH_AFTER_S, self._start)
 
     def _start(self) -> None:
-        self._job = asyncio.ensure_future(self._watch())
+        self._job = self._loop.create_task(self._watch())
 
     async def _watch(self) -> None:
         # The whole body has been read, so the next message is http.disconnect: the
