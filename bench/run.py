@@ -44,6 +44,7 @@ def settings_from(args: argparse.Namespace) -> cases.Settings:
             warm_reps=6,
             cold_reps=2,
             stream_reps=5,
+            ratio_rounds=1,
             streams=50,
             hold_s=0.5,
             load=args.load,
