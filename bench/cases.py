@@ -28,6 +28,8 @@ from bench.salt import body_texts, with_nonce
 SMALL_MODEL = "bench-small"
 CHAT = "/v1/chat/completions"
 LOADGEN_NICE = 5
+PACED_CONNECTIONS = 8
+"""Connections of a paced wrk run: few, each thinking between requests."""
 AGENT_SMALL = "proxy coding-agent (nothing to cut)"
 TIKTOKEN_PATH = "tiktoken alone (in-process)"
 COLD_PATH = "proxy coding-agent, first sight"
@@ -76,9 +78,16 @@ class Bench:
     """The main proxy's audit sink."""
 
     def load(
-        self, url: str, body: bytes, *, rate: float | None = None, client: Placement | None = None
+        self,
+        url: str,
+        body: bytes,
+        *,
+        rate: float | None = None,
+        client: Placement | None = None,
+        duration_s: float | None = None,
     ) -> LoadResult:
-        """Closed-loop load on `url`; open loop at `rate` req/s when given (Python only)."""
+        """Closed-loop load on `url`. At `rate` req/s when given: wrk with a think time
+        per connection (`PACED_CONNECTIONS`), else the Python generator, open loop."""
         path = self.workdir / f"body-{len(body)}.json"
         path.write_bytes(body)
         s = self.settings
@@ -86,20 +95,26 @@ class Bench:
         # yields to the upstream, so saturation shows as fewer requests sent rather than as
         # inflated upstream service times.
         placement = replace(client or self.client, nice=LOADGEN_NICE)
+        duration = duration_s or s.duration_s
         wrk = s.load == "wrk" or (s.load == "auto" and have_wrk() and s.requests is None)
-        if rate is None and wrk:
+        if wrk:
+            connections = s.connections if rate is None else PACED_CONNECTIONS
+            # ~1 ms of latency at these rates; each connection's share of the rate sets
+            # its think time.
+            think = None if rate is None else max(0, round(connections * 1000 / rate) - 1)
             return run_wrk(
                 url,
                 path,
-                connections=s.connections,
-                duration_s=s.duration_s,
+                connections=connections,
+                duration_s=duration,
                 placement=placement,
+                think_ms=think,
             )
         return run_python(
             url,
             path,
             connections=s.connections,
-            duration_s=s.duration_s,
+            duration_s=duration,
             requests=None if rate else s.requests,
             placement=placement,
             rate=rate,

@@ -1,5 +1,6 @@
 """HTTP load: closed-loop with wrk when installed, else a built-in aiohttp generator; and
-open-loop at a fixed rate (built-in only).
+paced load: wrk with a think time per connection, or the built-in generator open-loop at a
+fixed rate.
 
 Closed loop: N keep-alive connections each send their next POST as soon as the previous
 answer is read, so the server runs flat out; req/s, p50 and p99 come back. Fixed rate
@@ -79,10 +80,19 @@ def have_wrk() -> bool:
 
 
 def run_wrk(
-    url: str, body_file: Path, *, connections: int, duration_s: float, placement: Placement
+    url: str,
+    body_file: Path,
+    *,
+    connections: int,
+    duration_s: float,
+    placement: Placement,
+    think_ms: int | None = None,
 ) -> LoadResult:
-    script = body_file.with_suffix(".lua")
-    script.write_text(WRK_SCRIPT)
+    """wrk flat out; with `think_ms`, each connection waits that long after every answer
+    (paced: about connections / (think + latency) requests a second)."""
+    script = body_file.with_suffix(".lua" if think_ms is None else f".think{think_ms}.lua")
+    pace = "" if think_ms is None else f"function delay() return {int(think_ms)} end\n"
+    script.write_text(WRK_SCRIPT + pace)
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(duration_s))}s"]
     argv += ["--timeout", "10s", "-s", str(script), url]
     out = subprocess.run(

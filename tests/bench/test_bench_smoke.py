@@ -124,12 +124,18 @@ def test_quick_run_prints_every_row_and_cleans_up(tmp_path: Path) -> None:
     reason="nginx and wrk not installed (bench/setup.sh installs them)",
 )
 def test_quick_run_with_nginx_and_wrk(tmp_path: Path) -> None:
-    stdout, marker = _run(tmp_path, "--upstream", "nginx", "--load", "wrk", "--cases", "small")
+    cases = "small,audit"
+    stdout, marker = _run(tmp_path, "--upstream", "nginx", "--load", "wrk", "--cases", cases)
     rows = _table(stdout)
     direct = rows[("small body, req/s", "direct upstream (nginx)")]
     assert _number(direct["req/s"]) > 0
     assert _number(rows[("small body, req/s", "floor (starlette+aiohttp)")]["req/s"]) > 0
     assert "load: wrk" in stdout
+    if servers.proxy_available():
+        # Paced wrk: each connection thinks between requests, so the rate is held.
+        paced = rows[("audit off vs sqlite", "fixed rate, audit off")]
+        rate = _number(paced["figure"].removesuffix("/s"))
+        assert 0 < _number(paced["req/s"]) <= 1.3 * rate
     assert _survivors(marker) == []
 
 
