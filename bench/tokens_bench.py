@@ -22,8 +22,9 @@ from typing import Any
 import orjson
 
 from bench.conversations import large_request
+from policies.cuts import fit
 from policies.digests import message_key
-from policies.encoders import Encoder, EstimatingEncoder, counter_of, fit, load_tiktoken
+from policies.encoders import Encoder, EstimatingEncoder, counter_of, load_tiktoken
 from policies.messages import Message
 from policies.splits import Profile, splits
 from policies.tokens import TokenCounter

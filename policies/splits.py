@@ -16,7 +16,7 @@ A `Profile` counts a long text chunk by chunk, the chunks ending at split points
 `CHUNK_CHARS` apart: the same count for about the cost of one encode. Cutting that text
 later (a head and a tail, each checked by re-encoding) then re-encodes only a chunk or two
 near each edge, not windows of thousands of tokens. The answers are those of the plain
-path, because `encoders.fit` runs the same algorithm on either.
+path, because `cuts.fit` runs the same algorithm on either.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import re
 from bisect import bisect_left, bisect_right
 from types import MappingProxyType
 
-from policies.encoders import Encoder, counter_of, lead_bytes, prefix_chars
+from policies.cuts import lead_bytes, prefix_chars
+from policies.encoders import Encoder, counter_of
 from policies.fast_bpe import FastBpeEncoder
 
 # Python's \s is a superset of the encodings' (Unicode White_Space), so these patterns can
@@ -127,11 +128,11 @@ class Profile:
         return cum[before] + counter_of(self.enc)(joint) + self.total - cum[after]
 
     def head_window(self, span: int) -> _HeadWindow:
-        """The first `span` characters' tokens, as `encoders.fit` reads them."""
+        """The first `span` characters' tokens, as `cuts.fit` reads them."""
         return _HeadWindow(self, min(span, len(self.text)))
 
     def tail_window(self, span: int) -> _TailWindow:
-        """The last `span` characters' tokens, as `encoders.fit` reads them."""
+        """The last `span` characters' tokens, as `cuts.fit` reads them."""
         return _TailWindow(self, min(span, len(self.text)))
 
 

@@ -20,15 +20,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from policies.cuts import fit, fit_chars
 from policies.digests import Lru, digest, json_bytes, message_key, namespace, str_bytes
-from policies.encoders import (
-    Encoder,
-    EstimatingEncoder,
-    Loader,
-    LoadJob,
-    fit,
-    fit_chars,
-)
+from policies.encoders import Encoder, EstimatingEncoder, Loader, LoadJob
 from policies.fast_bpe import load_exact
 from policies.formula import TOKENS_PER_MESSAGE, TOKENS_PER_NAME, Sink, count, message_tokens
 from policies.messages import Message

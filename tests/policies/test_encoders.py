@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.encoders import Encoder, EstimatingEncoder, fit_chars, load_tiktoken
+from policies.cuts import fit_chars
+from policies.encoders import Encoder, EstimatingEncoder, load_tiktoken
 from policies.tokens import TokenCounter
 from tests.factories import failing_loader
 

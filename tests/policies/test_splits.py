@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies import splits
-from policies.encoders import EstimatingEncoder, fit, fit_chars
+from policies.cuts import fit, fit_chars
+from policies.encoders import EstimatingEncoder
 from policies.splits import SPLITS, Profile
 
 ENCODINGS = ("o200k_base", "cl100k_base")
