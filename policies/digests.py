@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 import orjson
@@ -50,6 +50,15 @@ class Lru(Generic[V]):
             value = self._data.get(key)
             if value is not None:
                 self._data.move_to_end(key)
+        return value
+
+    def get_or_compute(self, key: bytes, compute: Callable[[], V]) -> V:
+        """The value under `key`, computed and stored when missing (outside the lock: two
+        threads may both compute a missing value; the values are equal)."""
+        value = self.get(key)
+        if value is None:
+            value = compute()
+            self.put(key, value)
         return value
 
     def put(self, key: bytes, value: V) -> None:

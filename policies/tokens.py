@@ -186,7 +186,7 @@ class TokenCounter:
         if len(text) < CACHE_MIN_CHARS:
             return count(enc, text)
         key = digest(namespace(b"t", enc), str_bytes(text))
-        return self._cached(key, lambda: count(enc, text))
+        return self._cache.get_or_compute(key, lambda: count(enc, text))
 
     def count_tools(self, tools: Sequence[Mapping[str, Any]], model: str) -> int:
         """Tokens of a request's tool definitions (0 for none)."""
@@ -195,31 +195,18 @@ class TokenCounter:
         enc = self.encoder(model)
         key = digest(namespace(b"T", enc), json_bytes(list(tools)))
         k = constants_for(enc.name)
-        return self._cached(key, lambda: tool_definition_tokens(tools, lambda s: count(enc, s), k))
-
-    def _cached(self, key: bytes, compute: Callable[[], int]) -> int:
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = compute()
-            self._cache.put(key, hit)
-        return hit
+        return self._cache.get_or_compute(
+            key, lambda: tool_definition_tokens(tools, lambda s: count(enc, s), k)
+        )
 
     def remember(self, key: bytes, compute: Callable[[], Plan]) -> Plan:
         """A curator's plan for a message, cached under `key` (which must name the message's
         `key` and every parameter the plan depends on)."""
-        hit = self._plans.get(key)
-        if hit is None:
-            hit = compute()
-            self._plans.put(key, hit)
-        return hit
+        return self._plans.get_or_compute(key, compute)
 
     def remember_text(self, key: bytes, compute: Callable[[], str]) -> str:
         """`remember`, for a short text a curator made from a message."""
-        hit = self._texts.get(key)
-        if hit is None:
-            hit = compute()
-            self._texts.put(key, hit)
-        return hit
+        return self._texts.get_or_compute(key, compute)
 
     # -- shortening ------------------------------------------------------------------
     def head(self, text: str, model: str, max_tokens: int) -> str:
@@ -252,4 +239,6 @@ class TokenCounter:
             return fit(profile, len(text), max_tokens, from_end=from_end)
         side = b"<" if from_end else b">"
         key = digest(namespace(side + str(max_tokens).encode(), enc), str_bytes(text))
-        return self._cached(key, lambda: fit_chars(enc, text, max_tokens, from_end=from_end))
+        return self._cache.get_or_compute(
+            key, lambda: fit_chars(enc, text, max_tokens, from_end=from_end)
+        )

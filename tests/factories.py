@@ -113,6 +113,21 @@ def tool_use(id: str, output: str | list[Msg], name: str = "read_file") -> list[
     return [assistant_calls(call(id, name)), tool_result(id, output)]
 
 
+class CharEncoder:
+    """One token per character, so expected counts are plain arithmetic. Records its work."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.encoded: list[str] = []
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.encoded.append(text)
+        return [ord(c) for c in text]
+
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
+        return "".join(map(chr, tokens)).encode("utf-8", "surrogatepass")
+
+
 def failing_loader(name: str) -> Encoder:
     """A tiktoken loader that fails as it does offline."""
     raise OSError(f"no route to openaipublic.blob.core.windows.net for {name}")

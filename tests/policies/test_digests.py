@@ -64,3 +64,18 @@ def test_reading_an_entry_keeps_it() -> None:
     assert lru.get(b"a") == 1
     lru.put_many([(b"c", 3)])
     assert lru.get_many([b"a", b"b", b"c"]) == [1, None, 3]
+
+
+def test_a_missing_value_is_computed_once_and_kept() -> None:
+    lru = Lru[int](2)
+    calls: list[bytes] = []
+
+    def compute(key: bytes) -> int:
+        calls.append(key)
+        return len(calls)
+
+    assert lru.get_or_compute(b"a", lambda: compute(b"a")) == 1
+    assert lru.get_or_compute(b"a", lambda: compute(b"a")) == 1
+    assert lru.get_or_compute(b"b", lambda: compute(b"b")) == 2
+    assert calls == [b"a", b"b"]
+    assert lru.get_many([b"a", b"b"]) == [1, 2]

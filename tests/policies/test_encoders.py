@@ -15,20 +15,7 @@ from hypothesis import strategies as st
 from policies.cuts import fit_chars
 from policies.encoders import Encoder, EstimatingEncoder, load_tiktoken
 from policies.tokens import TokenCounter
-from tests.factories import failing_loader
-
-
-class CharEncoder:
-    """One token per character."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def encode_ordinary(self, text: str) -> list[int]:
-        return [ord(c) for c in text]
-
-    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
-        return "".join(map(chr, tokens)).encode("utf-8", "surrogatepass")
+from tests.factories import CharEncoder, failing_loader
 
 
 class Recording:

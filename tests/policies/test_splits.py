@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from functools import cache
 
 import pytest
@@ -17,6 +17,7 @@ from policies import splits
 from policies.cuts import fit, fit_chars
 from policies.encoders import EstimatingEncoder
 from policies.splits import SPLITS, Profile
+from tests.factories import CharEncoder
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 # Characters that stress the pre-tokenizers: every kind of whitespace (Python's and the
@@ -86,19 +87,6 @@ def test_cl100k_does_not_split_before_indentation() -> None:
     assert split_points("o200k_base", "a\n/b\n  \nc") == [8]
 
 
-class Named:
-    """Not a tiktoken encoding, whatever its name."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def encode_ordinary(self, text: str) -> list[int]:
-        return [ord(c) for c in text]
-
-    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
-        return "".join(map(chr, tokens)).encode()
-
-
 def test_only_tiktokens_own_encodings_have_a_rule() -> None:
     assert splits.splits(encoding("o200k_base")) is SPLITS["o200k_base"]
     assert splits.splits(encoding("cl100k_base")) is SPLITS["cl100k_base"]
@@ -108,7 +96,7 @@ def test_only_tiktokens_own_encodings_have_a_rule() -> None:
         "o200k_base", pat_str=r"\s+(?!\S)|\s+|\S+", mergeable_ranks={b"a": 0}, special_tokens={}
     )
     assert splits.splits(built) is None
-    assert splits.splits(Named("o200k_base")) is None
+    assert splits.splits(CharEncoder("o200k_base")) is None  # not tiktoken's, whatever its name
     assert splits.splits(EstimatingEncoder("o200k_base")) is None
 
 

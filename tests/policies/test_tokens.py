@@ -5,7 +5,6 @@ import logging
 import random
 import struct
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -17,7 +16,7 @@ from policies.encoders import Encoder, EstimatingEncoder
 from policies.images import LOW_DETAIL, MAX_IMAGE_TOKENS
 from policies.models import ModelInfo, ModelTable
 from policies.tokens import REPLY_PRIMING, TokenCounter
-from tests.factories import failing_loader
+from tests.factories import CharEncoder, failing_loader
 
 COOKBOOK_MESSAGES = [
     {
@@ -52,21 +51,6 @@ COOKBOOK_MESSAGES = [
         "deliverable.",
     },
 ]
-
-
-class CharEncoder:
-    """One token per character, so expected counts are plain arithmetic. Records its work."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.encoded: list[str] = []
-
-    def encode_ordinary(self, text: str) -> list[int]:
-        self.encoded.append(text)
-        return [ord(c) for c in text]
-
-    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
-        return "".join(map(chr, tokens)).encode("utf-8", "surrogatepass")
 
 
 def char_counter(**kwargs: Any) -> tuple[TokenCounter, dict[str, CharEncoder]]:
