@@ -25,6 +25,8 @@ REQUEST_DROPS = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
 DROPPED_PREFIXES = (b"proxy-", b"x-curator-")
 """Proxy-* is hop-by-hop; x-curator-* are the client's control headers for this proxy."""
 EVENT_STREAM = b"text/event-stream"
+PLAIN_CONNECTION = frozenset((b"keep-alive", b"Keep-Alive", b"close", b"Close"))
+"""Connection values that name no header beyond the hop-by-hop ones."""
 
 
 def upstream_url(base_url: str, raw_path: bytes | None, path: str, query: bytes) -> str:
@@ -88,4 +90,7 @@ def response_head(headers: Headers) -> ResponseHead:
 
 
 def _tokens(value: bytes) -> frozenset[bytes]:
+    """The header names a Connection header lists (lower-cased)."""
+    if value in PLAIN_CONNECTION:  # nearly every message: nothing beyond HOP_BY_HOP
+        return frozenset()
     return frozenset(t.strip().lower() for t in value.split(b","))

@@ -31,6 +31,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
 
 from policies.base import SummaryStats
+from proxy.loop_metrics import LoopCounter, LoopGauge, LoopHistogram
 from proxy.multiproc import MULTIPROC_ENV, forget_dead_workers
 from proxy.record import ExchangeRecord
 
@@ -44,6 +45,7 @@ CURATION_BUCKETS = (
 UPSTREAM_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
 )  # fmt: skip
+INFLIGHT = ("curator_inflight_requests", "Requests being proxied now")
 UPSTREAM_ERRORS = frozenset({"upstream_unreachable", "upstream_timeout", "upstream_error"})
 REJECT_REASONS = ("invalid_proxy_key", "request_too_large", "proxy_overloaded")
 KNOWN_SKIPS = frozenset(
@@ -117,13 +119,28 @@ class Metrics:
             self.config_reloads.labels(result)
 
     def _counter(self, name: str, doc: str, *labelnames: str) -> Counter:
+        """A family updated from any thread."""
         return Counter(name, doc, labelnames, registry=self.registry)
+
+    def _loop_counter(self, name: str, doc: str, *labelnames: str) -> Counter | LoopCounter:
+        """A family updated on the event loop only: lock-free unless values are shared
+        with other workers (see `proxy.loop_metrics`)."""
+        if self.multiprocess_dir:
+            return self._counter(name, doc, *labelnames)
+        return LoopCounter(name, doc, labelnames, self.registry)
+
+    def _loop_histogram(
+        self, name: str, doc: str, labelnames: list[str], buckets: tuple[float, ...]
+    ) -> Histogram | LoopHistogram:
+        if self.multiprocess_dir:
+            return Histogram(name, doc, labelnames, buckets=buckets, registry=self.registry)
+        return LoopHistogram(name, doc, labelnames, self.registry, buckets)
 
     def _gauge(self, name: str, doc: str) -> Gauge:
         return Gauge(name, doc, registry=self.registry, multiprocess_mode="livesum")
 
     def _traffic_families(self) -> None:
-        counter, r = self._counter, self.registry
+        counter = self._loop_counter
         self.requests = counter("curator_requests", "Proxied requests", "route", "policy", "status")
         self.tokens = counter(
             "curator_tokens", "Prompt tokens before/after curation", "route", "stage"
@@ -137,24 +154,21 @@ class Metrics:
         self.skipped = counter(
             "curator_skipped", "Requests forwarded uncurated, by reason", "reason"
         )
-        self.curation_seconds = Histogram(
-            "curator_curation_seconds",
-            "Time spent curating a request",
-            ["route"],
-            buckets=CURATION_BUCKETS,
-            registry=r,
+        self.curation_seconds = self._loop_histogram(
+            "curator_curation_seconds", "Time spent curating a request", ["route"], CURATION_BUCKETS
         )
-        self.upstream_seconds = Histogram(
+        self.upstream_seconds = self._loop_histogram(
             "curator_upstream_seconds",
             "Upstream time to first byte and total",
             ["route", "phase"],
-            buckets=UPSTREAM_BUCKETS,
-            registry=r,
+            UPSTREAM_BUCKETS,
         )
 
     def _operation_families(self) -> None:
-        counter, gauge = self._counter, self._gauge
-        self.inflight = gauge("curator_inflight_requests", "Requests being proxied now")
+        counter, gauge, loop_counter = self._counter, self._gauge, self._loop_counter
+        self.inflight: Gauge | LoopGauge = (
+            gauge(*INFLIGHT) if self.multiprocess_dir else LoopGauge(*INFLIGHT, self.registry)
+        )
         self.audit_records = counter("curator_audit_records", "Audit records by result", "result")
         self.audit_queue_depth = gauge(
             "curator_audit_queue_depth", "Audit records waiting to be written"
@@ -166,32 +180,32 @@ class Metrics:
         self.config_reloads = counter(
             "curator_config_reloads", "Config reloads by result", "result"
         )
-        self.summarizer_tokens = counter(
+        self.summarizer_tokens = loop_counter(
             "curator_summarizer_tokens",
             "Tokens summarizing spent (prompt + completion) and saved",
             "route",
             "kind",
         )
-        self.summarizer_calls = counter(
+        self.summarizer_calls = loop_counter(
             "curator_summarizer_calls",
             "Summaries by result: a model call that worked or failed, or a cache hit",
             "route",
             "result",
         )
-        self.upstream_errors = counter(
+        self.upstream_errors = loop_counter(
             "curator_upstream_errors",
             "Upstream failures by phase: before the response started, or mid-response",
             "route",
             "phase",
             "code",
         )
-        self.rejected = counter(
+        self.rejected = loop_counter(
             "curator_rejected",
             "Requests the gate answered itself (bad proxy key, too large, overloaded)",
             "reason",
         )
 
-    def _child(self, family: MetricWrapperBase, *values: str) -> Any:
+    def _child(self, family: MetricWrapperBase | LoopCounter | LoopHistogram, *values: str) -> Any:
         """`family.labels(*values)`, memoized: labels() validates and locks on every call,
         a measurable share of a proxied request. Bounded, as label values are."""
         key = (family, *values)

@@ -1,0 +1,102 @@
+"""proxy.loop_metrics: exposed exactly as prometheus-client's own families would be."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from proxy.loop_metrics import LoopCounter, LoopGauge, LoopHistogram
+from proxy.metrics import CURATION_BUCKETS
+
+CREATED = re.compile(rb"^(\S+_created\S*) \S+$", re.MULTILINE)
+
+routes = st.sampled_from(["chat", "code", "other"])
+amounts = st.one_of(st.integers(0, 10**6), st.floats(0, 1e6, allow_nan=False))
+seconds = st.one_of(
+    st.sampled_from([0.0, *CURATION_BUCKETS, 2.0]), st.floats(0, 3, allow_nan=False)
+)
+
+
+def exposition(registry: CollectorRegistry) -> bytes:
+    """The text exposition with the `_created` timestamps blanked (each side has its own)."""
+    return CREATED.sub(rb"\1 T", generate_latest(registry))
+
+
+@given(st.lists(st.tuples(routes, amounts, seconds), max_size=30))
+def test_the_exposition_matches_prometheus_clients(updates: list[tuple[str, float, float]]) -> None:
+    theirs, ours = CollectorRegistry(), CollectorRegistry()
+    counter = Counter("t_tokens", "Tokens", ["route"], registry=theirs)
+    histogram = Histogram(
+        "t_seconds", "Time", ["route"], buckets=CURATION_BUCKETS, registry=theirs
+    )
+    gauge = Gauge("t_inflight", "In flight", registry=theirs)
+    loop_counter = LoopCounter("t_tokens", "Tokens", ["route"], ours)
+    loop_histogram = LoopHistogram("t_seconds", "Time", ["route"], ours, CURATION_BUCKETS)
+    loop_gauge = LoopGauge("t_inflight", "In flight", ours)
+    for route, amount, took in updates:
+        counter.labels(route).inc(amount)
+        loop_counter.labels(route).inc(amount)
+        histogram.labels(route).observe(took)
+        loop_histogram.labels(route).observe(took)
+        gauge.inc()
+        loop_gauge.inc()
+        if took > 1:
+            gauge.dec(2)
+            loop_gauge.dec(2)
+    assert exposition(ours) == exposition(theirs)
+
+
+def test_created_series_follow_prometheus_clients_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    registry = CollectorRegistry()
+    LoopCounter("t_shown", "x", ["a"], registry).labels("1").inc()
+    monkeypatch.setenv("PROMETHEUS_DISABLE_CREATED_SERIES", "true")
+    LoopCounter("t_hidden", "x", ["a"], registry).labels("1").inc()
+    LoopHistogram("t_hidden_seconds", "x", ["a"], registry, (1.0,)).labels("1").observe(0.5)
+    text = generate_latest(registry).decode()
+    assert 't_shown_created{a="1"}' in text
+    assert "t_hidden_created" not in text
+    assert "t_hidden_seconds_created" not in text
+
+
+def test_misuse_is_refused_as_prometheus_client_refuses_it() -> None:
+    registry = CollectorRegistry()
+    counter = LoopCounter("t_requests", "x", ["route", "status"], registry)
+    with pytest.raises(ValueError, match="label values"):
+        counter.labels("chat")
+    with pytest.raises(ValueError, match="non-negative"):
+        counter.labels("chat", "200").inc(-1)
+    with pytest.raises(ValueError, match="Duplicated timeseries"):
+        LoopCounter("t_requests", "x", ["route"], registry)
+
+
+def test_a_scrape_from_another_thread_sees_whole_growing_totals() -> None:
+    registry = CollectorRegistry()
+    counter = LoopCounter("t_requests", "x", ["route"], registry)
+    histogram = LoopHistogram("t_seconds", "x", ["route"], registry, (0.5,))
+    stop, seen, failures = threading.Event(), [], []
+
+    def scrape() -> None:
+        while not stop.is_set():
+            try:
+                seen.append(generate_latest(registry))
+            except Exception as exc:  # a dict changing size under the scrape, say
+                failures.append(exc)
+
+    scraper = threading.Thread(target=scrape)
+    scraper.start()
+    for i in range(20_000):
+        route = f"r{i % 400}"  # new series keep appearing while the scraper reads
+        counter.labels(route).inc()
+        histogram.labels(route).observe(0.25)
+    stop.set()
+    scraper.join()
+    assert not failures
+    assert len(seen) > 1
+    final = generate_latest(registry).decode()
+    assert final.count('t_requests_total{route="r0"} 50.0') == 1
+    assert 't_seconds_bucket{le="0.5",route="r399"} 50.0' in final
