@@ -56,7 +56,6 @@ from proxy.record import (
     recording,
 )
 from proxy.reload import WATCH_INTERVAL_S, reloading
-from proxy.routing import select_route
 from proxy.upstream import UpstreamRequest
 
 log = logging.getLogger("curator.app")
@@ -169,7 +168,8 @@ class _Exchange:
         try:
             body = await read_body(receive, self.edge.max_body_bytes)
             request = await self._prepare(body)
-            await forward(self.edge.client, request, receive, send, self.headers, self.relay)
+            edge = self.edge
+            await forward(edge.client, request, receive, send, self.headers, self.relay, edge.loop)
             self.status, self.outcome = self.relay.status, self.relay.outcome
             self.error = self.relay.error
         except ClientGone:
@@ -198,7 +198,7 @@ class _Exchange:
         else:
             headers = header_map(scope["headers"]) if edge.route_by_headers else {}
             model = sniff_model(body) if edge.route_by_model else None
-            found = select_route(edge.config.routes, self.path, model, headers)
+            found = edge.chat.router.route(self.path, model, headers)
             if found is None:
                 raise no_route()
             route = found

@@ -42,7 +42,7 @@ from proxy.curator_headers import MODE_HEADER, ascii_bytes, curated_headers, pol
 from proxy.errors import context_length_exceeded, no_route
 from proxy.guard import Inflight
 from proxy.limits import check_chat
-from proxy.routing import PolicyChoice, choose_policy, select_route
+from proxy.routing import PolicyChoice, Router
 
 log = logging.getLogger("curator.chat")
 
@@ -105,6 +105,11 @@ class ChatSetup:
     """Encodings already loaded; a request needing another loads it off the event loop."""
     inflight: Inflight | None = None
     """The worker's in-flight count (None: unknown, so big bodies always go to a thread)."""
+    router: Router = field(init=False)
+    """The config's routes and policies, memoized."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "router", Router(self.config.routes, self.config.policies))
 
 
 async def plan_chat(
@@ -156,7 +161,7 @@ def plan_sync(
 ) -> ChatPlan | ChatRequest:
     """The whole plan; or the request still to be curated when its chain is async, or
     when its tokenizer is not among `loaded` (None: any tokenizer may load here)."""
-    request = read_request(raw, path, headers, setup.config)
+    request = read_request(raw, path, headers, setup)
     if isinstance(request, ChatPlan) or request.choice.policy.is_async:
         return request
     if loaded is not None and setup.counter.encoding_name(request.model or "") not in loaded:
@@ -176,19 +181,19 @@ def curate(request: ChatRequest, counter: TokenCounter) -> ChatPlan:
 
 
 def read_request(
-    raw: bytes, path: str, headers: Mapping[str, str], config: Config
+    raw: bytes, path: str, headers: Mapping[str, str], setup: ChatSetup
 ) -> ChatPlan | ChatRequest:
     """Parse and route; a body that cannot be curated comes back as a skipped plan."""
     parsed, problem = parse_chat(raw)
-    check_chat(raw, parsed, config.server.limits)
+    check_chat(raw, parsed, setup.config.server.limits)
     model = parsed.get("model") if parsed is not None else None
     model = model if isinstance(model, str) else None
-    route = select_route(config.routes, path, model, headers)
+    route = setup.router.route(path, model, headers)
     if route is None:
         raise no_route()
     if route.mode == "off":
         return _off(route, raw, model, parsed)
-    choice = choose_policy(route, headers, config.policies)
+    choice = setup.router.policy(route, headers)
     if parsed is None or problem is not None:
         return _skipped(route, raw, problem or "invalid_json", model, choice, parsed)
     return ChatRequest(raw, parsed, parsed["messages"], model, route, choice)

@@ -113,16 +113,17 @@ async def forward(
     send: Send,
     extra_headers: Sequence[tuple[bytes, bytes]],
     relay: Relay,
+    loop: asyncio.AbstractEventLoop | None = None,
 ) -> None:
     """Send `request` upstream and relay the response to the ASGI `send`, noting in `relay`
-    what happened.
+    what happened. `loop` is the running loop, when the caller has it at hand: finding it
+    costs a getpid() system call (see `Edge.loop`).
 
     Raises `ProxyError` when the upstream fails before its response starts (nothing has
     been sent to the client yet), and `StreamAborted` as described there. A client that
     leaves makes this return early with outcome `client_disconnect`.
     """
-    # Looked up once: each lookup of the running loop costs a getpid() system call.
-    loop = asyncio.get_running_loop()
+    loop = loop or asyncio.get_running_loop()
     task = asyncio.current_task(loop)
     if task is None:
         raise RuntimeError("forward() must run inside an asyncio task")

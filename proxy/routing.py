@@ -89,6 +89,55 @@ def choose_policy(
     return PolicyChoice(requested, chosen, "applied", requested)
 
 
+class Router:
+    """`select_route` and `choose_policy` over one config's routes, memoized where the
+    request's headers play no part: when no route matches on a header, the route follows
+    from (path, model); without an `x-curator-policy` header, the policy from the route.
+
+    Saves a few microseconds a request (~2% of a small passthrough, measured). Paths and
+    models are client input, so the memo is bounded: it starts over when full.
+    Thread-safe: big bodies are routed in worker threads, and a lost entry is only
+    recomputed.
+    """
+
+    def __init__(
+        self, routes: Sequence[Route], policies: Mapping[str, Policy], capacity: int = 1024
+    ) -> None:
+        self.routes = tuple(routes)
+        self.policies = policies
+        self._by_headers = any(route.match.headers for route in self.routes)
+        self._capacity = capacity
+        self._memo: dict[tuple[str, str | None], Route | None] = {}
+        self._defaults = {
+            route.name: PolicyChoice(route.policy, policies[route.policy])
+            for route in self.routes
+            if route.policy in policies
+        }
+
+    def route(self, path: str, model: str | None, headers: Mapping[str, str]) -> Route | None:
+        """As `select_route`."""
+        if self._by_headers:
+            return select_route(self.routes, path, model, headers)
+        key = (path, model)
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        found = select_route(self.routes, path, model, headers)
+        if len(self._memo) >= self._capacity:
+            self._memo.clear()
+        self._memo[key] = found
+        return found
+
+    def policy(self, route: Route, headers: Mapping[str, str]) -> PolicyChoice:
+        """As `choose_policy`."""
+        if not headers:
+            default = self._defaults.get(route.name)
+            if default is not None:
+                return default
+        return choose_policy(route, headers, self.policies)
+
+
 def resolve_policy(route: Route, headers: Mapping[str, str], policies: Mapping[str, Policy]) -> str:
     """The name of the policy `choose_policy` picks, for callers that need nothing else."""
     return choose_policy(route, headers, policies).name

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from policies.errors import ConfigError, Problem
 from policies.loader import load_preset
 from policies.tokens import TokenCounter
-from proxy.chat import ChatPlan, ChatRequest, curate, parse_chat, read_request
+from proxy.chat import ChatPlan, ChatRequest, ChatSetup, curate, parse_chat, read_request
 from proxy.config import load_config
 from proxy.errors import ProxyError
 from proxy.limits import Limits, within_depth
@@ -35,6 +35,7 @@ from tests.hardening.support import hardening_config
 SKIP_REASONS = frozenset({"invalid_json", "not_an_object", "no_messages", "bad_messages"})
 LIMIT_CODES = frozenset({"too_many_messages", "nesting_too_deep"})
 CONFIG = hardening_config("http://127.0.0.1:9", limits=Limits(max_messages=20, max_json_depth=16))
+SETUP = ChatSetup(CONFIG, TokenCounter(CONFIG.models))
 EXAMPLES = settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.one_of(
@@ -90,7 +91,7 @@ bodies = st.fixed_dictionaries(
 
 def _read(raw: bytes) -> ChatPlan | ChatRequest | ProxyError:
     try:
-        return read_request(raw, "/v1/chat/completions", {}, CONFIG)
+        return read_request(raw, "/v1/chat/completions", {}, SETUP)
     except ProxyError as err:
         return err
 
@@ -139,7 +140,7 @@ def test_presets_never_let_an_error_escape(preset: str, counter: TokenCounter) -
     def check(listed: list[dict[str, Any]], model: str) -> None:
         raw = orjson.dumps({"model": model, "messages": listed})
         parsed = orjson.loads(raw)
-        request = read_request(raw, "/v1/chat/completions", {}, CONFIG)
+        request = read_request(raw, "/v1/chat/completions", {}, SETUP)
         assert isinstance(request, ChatRequest)
         request.choice = PolicyChoice(preset, policy)
         plan = curate(request, counter)

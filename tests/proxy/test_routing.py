@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policies.policy import Policy
 from proxy.config import Route, RouteMatch
-from proxy.routing import PolicyChoice, choose_policy, resolve_policy, select_route
+from proxy.routing import PolicyChoice, Router, choose_policy, resolve_policy, select_route
 
 CHAT = "/v1/chat/completions"
 
@@ -97,3 +99,28 @@ CLOSED = Route("closed", "a", "chat")
 def test_policy_header(route: Route, headers: dict[str, str], expected: PolicyChoice) -> None:
     assert choose_policy(route, headers, POLICIES) == expected
     assert resolve_policy(route, headers, POLICIES) == expected.name
+    assert Router((route,), POLICIES).policy(route, headers) == expected
+
+
+paths = st.sampled_from([CHAT, "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/chat/x"])
+models = st.one_of(st.none(), st.sampled_from(["gpt-4o", "gpt-4o-mini", "llama-3", "x", ""]))
+
+
+@given(st.lists(st.tuples(paths, models), max_size=40))
+def test_the_router_routes_as_select_route_however_its_memo_fills(
+    asked: list[tuple[str, str | None]],
+) -> None:
+    no_headers = tuple(r for r in ROUTES if not r.match.headers)
+    for routes in (no_headers, no_headers[:-1]):  # with and without a catch-all
+        router = Router(routes, POLICIES, capacity=3)  # small: starts over again and again
+        for path, model in asked:
+            assert router.route(path, model, {}) == select_route(routes, path, model, {})
+
+
+def test_the_router_reads_headers_whenever_a_route_matches_on_them() -> None:
+    router = Router(ROUTES, POLICIES)
+    for _ in range(2):  # the second time would come from a memo, if there were one
+        team = router.route(CHAT, "gpt-4o", {"x-team": "agents"})
+        assert team is not None and team.name == "team"
+        gpt = router.route(CHAT, "gpt-4o", {"x-team": "other"})
+        assert gpt is not None and gpt.name == "gpt"
