@@ -28,6 +28,8 @@ KeyPath = tuple[Key, ...]
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _STR_TAG = "tag:yaml.org,2002:str"
+_VALUE_TAG = "tag:yaml.org,2002:value"
+"""What YAML 1.1 resolves a lone `=` to; PyYAML has no constructor for it. It is text."""
 _VAR = re.compile(r"\$(\$|\{([^}]*)\}|\{)")
 _VAR_BODY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
 
@@ -115,6 +117,17 @@ def _syntax_problem(file: str, exc: yaml.MarkedYAMLError) -> Problem:
     return Problem(file, line, "", "invalid YAML: " + (", ".join(parts) or str(exc)))
 
 
+_UNCONSTRUCTIBLE = (yaml.YAMLError, ValueError, TypeError, OverflowError)
+"""What constructing an explicitly tagged scalar raises when its text does not fit the tag
+(`!!int x` raises ValueError, `!!binary` of bad base64 a ConstructorError)."""
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        return exc.problem
+    return str(exc)
+
+
 class _Builder:
     """Turns a composed node tree into plain data, recording lines and problems."""
 
@@ -170,15 +183,32 @@ class _Builder:
             self.problems.append((path, "keys must be plain values, not lists or mappings"))
             kind = "mapping" if isinstance(node, MappingNode) else "list"
             return f"<{kind} key on line {node.start_mark.line + 1}>"
-        key = self._constructor.construct_object(node, deep=True)
+        try:
+            key = self._construct(node)
+        except _UNCONSTRUCTIBLE as exc:  # an explicit tag that does not fit: `!!int x:`
+            problem = ((*path, node.value), f"invalid key: {_why(exc)}")
+            if problem not in self.problems:  # keys are read twice (see _mapping)
+                self.problems.append(problem)
+            return node.value
         # `yes:` or `1.5:` would otherwise become True / 1.5; the text is what the user meant.
         return key if isinstance(key, str | int) and not isinstance(key, bool) else node.value
 
-    def _scalar(self, node: Node, path: KeyPath) -> Any:
+    def _construct(self, node: ScalarNode) -> Any:
+        if node.tag == _VALUE_TAG:
+            return node.value
         try:
-            value = self._constructor.construct_object(node, deep=True)
-        except yaml.MarkedYAMLError as exc:
-            self.problems.append((path, f"invalid value: {exc.problem}"))
+            return self._constructor.construct_object(node, deep=True)
+        except _UNCONSTRUCTIBLE:
+            # PyYAML leaves a failed node marked as in progress: the next read of it would
+            # report it as recursive.
+            self._constructor.recursive_objects.pop(node, None)
+            raise
+
+    def _scalar(self, node: ScalarNode, path: KeyPath) -> Any:
+        try:
+            value = self._construct(node)
+        except _UNCONSTRUCTIBLE as exc:
+            self.problems.append((path, f"invalid value: {_why(exc)}"))
             return None
         if self._env is None or not isinstance(value, str) or "$" not in value:
             return value

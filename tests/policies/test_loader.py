@@ -331,6 +331,26 @@ class TestYamlSource:
     def test_yaml_boolean_words_stay_text_as_keys(self) -> None:
         assert parse("off: 1\nyes: 2\n", "f.yaml").data == {"off": 1, "yes": 2}
 
+    def test_a_lone_equals_sign_is_text(self) -> None:
+        # YAML 1.1 tags `=` as a "value key", which PyYAML cannot construct.
+        located = parse("=: 1\na: =\n", "f.yaml")
+        assert located.data == {"=": 1, "a": "="}
+        assert located.problems == ()
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("a:\n  !!int x: 1\n", "f.yaml:2: a.x: invalid key: invalid literal for int()"),
+            ("a:\n  b: !!int x\n", "f.yaml:2: a.b: invalid value: invalid literal for int()"),
+            ("a: !!float 1e5x\n", "f.yaml:1: a: invalid value: could not convert string"),
+        ],
+    )
+    def test_a_scalar_its_tag_does_not_fit_is_one_located_problem(
+        self, text: str, expected: str
+    ) -> None:
+        (problem,) = parse(text, "f.yaml").problems
+        assert str(problem).startswith(expected)
+
 
 @pytest.mark.parametrize(
     ("text", "env", "expected"),
