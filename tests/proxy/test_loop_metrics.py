@@ -31,9 +31,7 @@ def exposition(registry: CollectorRegistry) -> bytes:
 def test_the_exposition_matches_prometheus_clients(updates: list[tuple[str, float, float]]) -> None:
     theirs, ours = CollectorRegistry(), CollectorRegistry()
     counter = Counter("t_tokens", "Tokens", ["route"], registry=theirs)
-    histogram = Histogram(
-        "t_seconds", "Time", ["route"], buckets=CURATION_BUCKETS, registry=theirs
-    )
+    histogram = Histogram("t_seconds", "Time", ["route"], buckets=CURATION_BUCKETS, registry=theirs)
     gauge = Gauge("t_inflight", "In flight", registry=theirs)
     loop_counter = LoopCounter("t_tokens", "Tokens", ["route"], ours)
     loop_histogram = LoopHistogram("t_seconds", "Time", ["route"], ours, CURATION_BUCKETS)
