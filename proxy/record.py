@@ -39,7 +39,8 @@ def new_id() -> str:
     Ids name records; they grant nothing, so they need not be unguessable: `random` (no
     system call) rather than os.urandom, which releases the GIL and, with the audit
     thread busy, can leave the event loop waiting for it."""
-    return f"{time.time_ns() // 1_000_000:012x}{random.getrandbits(80):020x}"
+    stamp = time.time_ns() // 1_000_000
+    return (stamp << 80 | random.getrandbits(80)).to_bytes(16, "big").hex()  # 2x an f-string
 
 
 @dataclass(slots=True)  # not frozen: one per request, and freezing 27 fields costs ~2 us

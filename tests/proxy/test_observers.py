@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from proxy.audit.sqlite_reader import SqliteReader
 from proxy.config import Config, Route, RouteMatch, ServerConfig, UpstreamConfig
 from proxy.errors import upstream_timeout
 from proxy.observers import chat_entry, open_observability, summary_entry
-from proxy.record import ExchangeRecord, SummaryCall
+from proxy.record import ExchangeRecord, SummaryCall, new_id
 from tests import factories as f
 
 BASE = "http://upstream.test/v1"
@@ -358,3 +360,14 @@ def test_open_observability_counts_failed_and_dropped_records(tmp_path: Path) ->
     assert sample("curator_audit_records_total", {"result": "failed"}) == 1 == stats.failed
     assert sample("curator_audit_records_total", {"result": "dropped"}) == 1 == stats.dropped
     assert sample("curator_audit_records_total", {"result": "written"}) == 0
+
+
+def test_request_ids_are_hex_led_by_the_time_in_milliseconds() -> None:
+    before = time.time_ns() // 1_000_000
+    ids = [new_id() for _ in range(200)]
+    after = time.time_ns() // 1_000_000
+    for request_id in ids:
+        assert re.fullmatch(r"[0-9a-f]{32}", request_id)
+        assert before <= int(request_id[:12], 16) <= after
+    assert len(set(ids)) == len(ids)
+    assert [i[:12] for i in ids] == sorted(i[:12] for i in ids)  # they sort by time
