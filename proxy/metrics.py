@@ -1,9 +1,12 @@
 """Prometheus metrics: what curation saves and what it costs.
 
-One `Metrics` per process, owned by the app (no module-level registry). With
+One `Metrics` per process, owned by the app (no module-level registry). Families the
+event loop updates on every request are `proxy.loop_metrics`' lock-free ones; the rest
+(updated from the audit writer's and other threads) are prometheus-client's. With
 `curator serve --workers N`, prometheus-client's multiprocess mode is used: the parent
-sets PROMETHEUS_MULTIPROC_DIR (cleaned at start) before the workers import anything, and a
-scrape of any worker aggregates all of them.
+sets PROMETHEUS_MULTIPROC_DIR (cleaned at start) before the workers import anything, each
+worker publishes its loop families' counts there twice a second and before each scrape it
+answers, and a scrape of any worker aggregates all of them.
 
 A worker that crashed leaves its live gauges (in flight, audit queue depth) behind; each
 scrape drops those of workers that are no longer running, so the sums stay true.
@@ -16,6 +19,7 @@ cardinality stays bounded.
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +27,6 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
-    Histogram,
     generate_latest,
     multiprocess,
 )
@@ -45,7 +48,6 @@ CURATION_BUCKETS = (
 UPSTREAM_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
 )  # fmt: skip
-INFLIGHT = ("curator_inflight_requests", "Requests being proxied now")
 UPSTREAM_ERRORS = frozenset({"upstream_unreachable", "upstream_timeout", "upstream_error"})
 REJECT_REASONS = ("invalid_proxy_key", "request_too_large", "proxy_overloaded")
 KNOWN_SKIPS = frozenset(
@@ -107,6 +109,9 @@ class Metrics:
         # that is not the global one, so each app gets its own.
         self.registry = CollectorRegistry(auto_describe=True)
         self._children: dict[tuple[object, ...], Any] = {}
+        self._shares = bool(self.multiprocess_dir)
+        self._loop_families: list[LoopCounter | LoopHistogram | LoopGauge] = []
+        self._publishing = threading.Lock()
         self._meters: dict[tuple[str | None, str | None, str], _Meters] = {}
         self._traffic_families()
         self._operation_families()
@@ -122,19 +127,18 @@ class Metrics:
         """A family updated from any thread."""
         return Counter(name, doc, labelnames, registry=self.registry)
 
-    def _loop_counter(self, name: str, doc: str, *labelnames: str) -> Counter | LoopCounter:
-        """A family updated on the event loop only: lock-free unless values are shared
-        with other workers (see `proxy.loop_metrics`)."""
-        if self.multiprocess_dir:
-            return self._counter(name, doc, *labelnames)
-        return LoopCounter(name, doc, labelnames, self.registry)
+    def _loop_counter(self, name: str, doc: str, *labelnames: str) -> LoopCounter:
+        """A family updated on the event loop only (see `proxy.loop_metrics`)."""
+        family = LoopCounter(name, doc, labelnames, self.registry, shared=self._shares)
+        self._loop_families.append(family)
+        return family
 
     def _loop_histogram(
         self, name: str, doc: str, labelnames: list[str], buckets: tuple[float, ...]
-    ) -> Histogram | LoopHistogram:
-        if self.multiprocess_dir:
-            return Histogram(name, doc, labelnames, buckets=buckets, registry=self.registry)
-        return LoopHistogram(name, doc, labelnames, self.registry, buckets)
+    ) -> LoopHistogram:
+        family = LoopHistogram(name, doc, labelnames, self.registry, buckets, shared=self._shares)
+        self._loop_families.append(family)
+        return family
 
     def _gauge(self, name: str, doc: str) -> Gauge:
         return Gauge(name, doc, registry=self.registry, multiprocess_mode="livesum")
@@ -166,9 +170,13 @@ class Metrics:
 
     def _operation_families(self) -> None:
         counter, gauge, loop_counter = self._counter, self._gauge, self._loop_counter
-        self.inflight: Gauge | LoopGauge = (
-            gauge(*INFLIGHT) if self.multiprocess_dir else LoopGauge(*INFLIGHT, self.registry)
+        self.inflight = LoopGauge(
+            "curator_inflight_requests",
+            "Requests being proxied now",
+            self.registry,
+            shared=self._shares,
         )
+        self._loop_families.append(self.inflight)
         self.audit_records = counter("curator_audit_records", "Audit records by result", "result")
         self.audit_queue_depth = gauge(
             "curator_audit_queue_depth", "Audit records waiting to be written"
@@ -295,9 +303,16 @@ class Metrics:
             self.labels = labels
             self._meters = {}  # resolved against the old labels
 
+    def publish(self) -> None:
+        """Multiprocess mode: add this worker's latest counts to the shared files."""
+        with self._publishing:
+            for family in self._loop_families:
+                family.publish()
+
     def render(self) -> tuple[bytes, str]:
         """The exposition text, aggregated across workers in multiprocess mode."""
         if self.multiprocess_dir:
+            self.publish()
             forget_dead_workers(self.multiprocess_dir)
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry, path=self.multiprocess_dir)  # type: ignore[no-untyped-call]

@@ -39,6 +39,8 @@ log = logging.getLogger("curator.observers")
 
 AUDIT_CLOSE_TIMEOUT_S = 5.0
 """How long shutdown waits for queued audit records to be written."""
+PUBLISH_INTERVAL_S = 0.5
+"""Multiprocess mode: how often a worker's counts reach the shared metric files."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,9 @@ async def open_observability(
         if metrics is not None and metrics.multiprocess_dir:
             # Only this worker's live gauges (in-flight, queue depth) go; counters stay.
             stack.callback(mark_worker_dead, os.getpid())
+            stack.callback(metrics.publish)  # runs first: the last counts reach the files
+            publisher = asyncio.get_running_loop().create_task(_publishing(metrics))
+            stack.callback(publisher.cancel)
         if metrics is not None and config.metrics.port is not None:
             await stack.enter_async_context(
                 admin_listener(
@@ -101,6 +106,14 @@ async def open_observability(
                 )
             )
         yield Observability(metrics, audit, tuple(observers))
+
+
+async def _publishing(metrics: Metrics) -> None:
+    """Multiprocess mode: this worker's counts reach the shared files twice a second (see
+    `proxy.loop_metrics`), so any worker's scrape sees them."""
+    while True:
+        await asyncio.sleep(PUBLISH_INTERVAL_S)
+        metrics.publish()
 
 
 def _open_writer(config: Config, metrics: Metrics | None) -> AuditWriter | None:

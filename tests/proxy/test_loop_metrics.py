@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.loop_metrics import LoopCounter, LoopGauge, LoopHistogram
 from proxy.metrics import CURATION_BUCKETS
@@ -98,3 +103,57 @@ def test_a_scrape_from_another_thread_sees_whole_growing_totals() -> None:
     final = generate_latest(registry).decode()
     assert final.count('t_requests_total{route="r0"} 50.0') == 1
     assert 't_seconds_bucket{le="0.5",route="r399"} 50.0' in final
+
+
+SHARED_SCRIPT = """
+import sys
+from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+from proxy.loop_metrics import LoopCounter, LoopGauge, LoopHistogram
+from proxy.metrics import CURATION_BUCKETS
+
+ours = CollectorRegistry()
+counter = LoopCounter("t_tokens", "Tokens", ["route"], ours, shared=True)
+histogram = LoopHistogram("t_seconds", "Time", ["route"], ours, CURATION_BUCKETS, shared=True)
+gauge = LoopGauge("t_inflight", "In flight", ours, shared=True)
+families = (counter, histogram, gauge)
+for round in range(3):  # publishing adds only what is new since the last time
+    for i in range(40):
+        route = ("chat", "code")[i % 2]
+        counter.labels(route).inc(i * (round + 1))
+        histogram.labels(route).observe(i / 97)
+        gauge.inc()
+    gauge.dec(15)
+    for family in families:
+        family.publish()
+    if round == 0:
+        for family in families:
+            family.publish()  # nothing new: adds nothing
+shared = CollectorRegistry()
+multiprocess.MultiProcessCollector(shared, path=sys.argv[1])
+sys.stdout.write(generate_latest(ours).decode() + "\\n=====\\n" + generate_latest(shared).decode())
+"""
+
+
+def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    return {
+        (s.name, frozenset((k, v) for k, v in s.labels.items() if k != "pid")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if not s.name.endswith("_created")
+    }
+
+
+def test_shared_families_publish_their_counts_to_the_multiprocess_files(tmp_path: Path) -> None:
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", SHARED_SCRIPT, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    ours, shared = done.stdout.split("\n=====\n")
+    assert _samples(shared) == _samples(ours)
+    assert _samples(ours)[("t_inflight", frozenset())] == 75
+    assert _samples(ours)[("t_seconds_count", frozenset({("route", "chat")}))] == 60
