@@ -37,14 +37,14 @@ def call_ids(msg: Message) -> tuple[str, ...]:
 
 def opens_block(msg: Message) -> bool:
     """True for an assistant message that expects tool or function results after it."""
-    if role(msg) != "assistant":
+    if msg.get("role") != "assistant":  # not `role()`: this runs per message, many times
         return False
     calls = msg.get("tool_calls")
     return bool(isinstance(calls, list) and calls) or bool(msg.get("function_call"))
 
 
 def is_result(msg: Message) -> bool:
-    return role(msg) in ("tool", "function")
+    return msg.get("role") in ("tool", "function")  # a tuple: any value compares, even a list
 
 
 def tool_names(msg: Message) -> dict[str, str]:
