@@ -35,7 +35,7 @@ from proxy.config import Route as ConfigRoute
 from proxy.edge import Edge, open_edge
 from proxy.errors import JSON_HEADERS, ProxyError, no_route
 from proxy.forward import Relay, forward
-from proxy.guard import Guard, Inflight
+from proxy.guard import PROXY_CREDENTIAL, Guard, Inflight
 from proxy.hygiene import request_headers, upstream_url
 from proxy.incoming import (
     ClientGone,
@@ -243,6 +243,9 @@ class _Exchange:
         """The client's credential, for the audit log's fingerprint (nothing else reads it)."""
         if self.plan is None or not self.edge.config.audit.enabled:
             return None
+        proxy_key: bytes | None = self.scope.get(PROXY_CREDENTIAL)
+        if proxy_key is not None:  # the guard took the client's credential headers out
+            return proxy_key.decode("latin-1")
         return client_credential(self.scope["headers"])
 
     def record(self) -> ExchangeRecord:

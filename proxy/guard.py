@@ -44,6 +44,9 @@ AUTHORIZATION = b"authorization"
 API_KEY = b"api-key"
 """Azure's header; Azure clients send the proxy key there instead."""
 CREDENTIALS = frozenset({AUTHORIZATION, API_KEY})
+PROXY_CREDENTIAL = "curator.proxy_credential"
+"""Scope key: the proxy key a request was let in with (its credential headers are removed),
+as an Authorization value, so the audit log can fingerprint which client sent it."""
 
 
 def invalid_proxy_key() -> ProxyError:
@@ -123,10 +126,12 @@ class Guard:
             return
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         if self._keys:
-            if not self._authorized(headers):
+            presented = _presented(headers)
+            if not self._keys.accepts(presented):
                 await _answer(scope, send, invalid_proxy_key(), (b"www-authenticate", b"Bearer"))
                 return
-            scope = {**scope, "headers": [h for h in headers if h[0] not in CREDENTIALS]}
+            kept = [h for h in headers if h[0] not in CREDENTIALS]
+            scope = {**scope, "headers": kept, PROXY_CREDENTIAL: presented}
         length = _first(headers, b"content-length")
         if length is None:
             receive = _counted(receive, self._max_body)
@@ -147,11 +152,13 @@ class Guard:
         finally:
             inflight.count -= 1
 
-    def _authorized(self, headers: Sequence[tuple[bytes, bytes]]) -> bool:
-        api_key = _first(headers, API_KEY)
-        if api_key is not None and _first(headers, AUTHORIZATION) is None:
-            return self._keys.accepts(b"Bearer " + api_key)
-        return self._keys.accepts(_first(headers, AUTHORIZATION))
+
+def _presented(headers: Sequence[tuple[bytes, bytes]]) -> bytes | None:
+    """The credential a request presents, as an Authorization value (Azure's api-key too)."""
+    api_key = _first(headers, API_KEY)
+    if api_key is not None and _first(headers, AUTHORIZATION) is None:
+        return b"Bearer " + api_key
+    return _first(headers, AUTHORIZATION)
 
 
 def _first(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> bytes | None:

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
+from proxy.audit import AuditConfig, key_fingerprint
 from proxy.auth_settings import AuthConfig
 from proxy.guard import KeyRing
 from tests.fakes.upstream import FakeOpenAI
@@ -167,3 +171,19 @@ def test_an_empty_ring_accepts_nothing() -> None:
     assert not ring
     assert not ring.accepts(b"Bearer ")
     assert not ring.accepts(b"Bearer anything")
+
+
+def test_the_audit_fingerprints_the_proxy_key_each_request_came_in_with(
+    fake: FakeOpenAI, tmp_path: Path
+) -> None:
+    audit = AuditConfig(sink="jsonl", path=str(tmp_path / "audit.jsonl"))
+    config = replace(hardening_config(fake.origin, auth=KEYS), audit=audit)
+    sent = [_bearer(PROXY_KEY), _bearer(OTHER_KEY), {"api-key": PROXY_KEY}]
+    with running_proxy(config) as proxy, httpx.Client(base_url=proxy.origin, timeout=30) as http:
+        for headers in sent:
+            assert http.post(CHAT, content=chat_body(), headers=headers).status_code == 200
+    clients = [key_fingerprint(r.authorization) for r in proxy.records]
+    assert clients == [key_fingerprint(k) for k in (PROXY_KEY, OTHER_KEY, PROXY_KEY)]
+    text = (tmp_path / "audit.jsonl").read_text()
+    assert [orjson.loads(line)["client"] for line in text.splitlines()] == clients
+    assert PROXY_KEY not in text
