@@ -11,8 +11,7 @@ answers, and a scrape of any worker aggregates all of them.
 A worker that crashed leaves its live gauges (in flight, audit queue depth) behind; each
 scrape drops those of workers that are no longer running, so the sums stay true.
 
-Label values come only from config (route, policy and curator names) or from small fixed
-sets (status codes, skip reasons, stages, results), never from free client input, so
+Label values come only from config or from small fixed sets (`proxy.metric_labels`), so
 cardinality stays bounded.
 """
 
@@ -35,11 +34,9 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from policies.base import SummaryStats
 from proxy.loop_metrics import LoopCounter, LoopGauge, LoopHistogram
+from proxy.metric_labels import KNOWN_SKIPS, OTHER, REJECT_REASONS, Labels
 from proxy.multiproc import MULTIPROC_ENV, forget_dead_workers
 from proxy.record import ExchangeRecord
-
-NONE = "none"
-OTHER = "other"
 
 # Curation is sub-millisecond warm and ~100 ms cold; upstreams take seconds to minutes.
 CURATION_BUCKETS = (
@@ -49,41 +46,6 @@ UPSTREAM_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
 )  # fmt: skip
 UPSTREAM_ERRORS = frozenset({"upstream_unreachable", "upstream_timeout", "upstream_error"})
-REJECT_REASONS = ("invalid_proxy_key", "request_too_large", "proxy_overloaded")
-KNOWN_SKIPS = frozenset(
-    {
-        "invalid_json",
-        "not_an_object",
-        "no_messages",
-        "bad_messages",
-        "curator_error",
-        "would_reject",
-    }
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Labels:
-    """The bounded sets label values are drawn from; anything else becomes `other`."""
-
-    routes: frozenset[str]
-    policies: frozenset[str]
-    curators: frozenset[str]
-
-    def route(self, value: str | None) -> str:
-        return _bounded(value, self.routes)
-
-    def policy(self, value: str | None) -> str:
-        return _bounded(value, self.policies)
-
-    def curator(self, value: str) -> str:
-        return _bounded(value, self.curators)
-
-
-def _bounded(value: str | None, allowed: frozenset[str]) -> str:
-    if value is None:
-        return NONE
-    return value if value in allowed else OTHER
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,8 @@ from proxy.audit import AuditEntry, AuditWriter, open_audit
 from proxy.audit.writer import Outcome
 from proxy.config import Config
 from proxy.errors import ProxyError
-from proxy.metrics import Labels, Metrics
+from proxy.metric_labels import labels_for
+from proxy.metrics import Metrics
 from proxy.multiproc import mark_worker_dead
 from proxy.record import ExchangeRecord, Observer, SummaryCall, new_id
 
@@ -62,16 +63,6 @@ class Observability:
         """`TokenCounter(on_fallback=...)`: an encoding is estimated, not loaded."""
         if self.metrics is not None:
             self.metrics.tokenizer_fallback.inc()
-
-
-def labels_for(config: Config) -> Labels:
-    """The label values metrics may use: the config's route, policy and curator names."""
-    curators = {c.name for p in config.policies.values() for c in p.chain.curators}
-    return Labels(
-        routes=frozenset(r.name for r in config.routes),
-        policies=frozenset(config.policies),
-        curators=frozenset(curators),
-    )
 
 
 @asynccontextmanager

@@ -6,7 +6,8 @@ import re
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.metrics import Labels, Metrics
+from proxy.metric_labels import Labels
+from proxy.metrics import Metrics
 from tests.deploy import metric_families
 
 

@@ -12,8 +12,8 @@ import httpx
 import orjson
 
 from policies.base import Action
+from proxy.metric_labels import labels_for
 from proxy.metrics import Metrics
-from proxy.observers import labels_for
 from proxy.record import ExchangeRecord, Outcome
 from tests.fakes.upstream import FakeOpenAI
 from tests.hardening.support import CHAT, hardening_config, running_proxy

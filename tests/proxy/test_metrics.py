@@ -25,10 +25,11 @@ from proxy.auth_settings import AuthConfig
 from proxy.config import Config, ServerConfig, default_config, load_config
 from proxy.config_render import format_config
 from proxy.curator_headers import actions_header
-from proxy.metrics import Labels, Metrics
+from proxy.metric_labels import Labels, labels_for
+from proxy.metrics import Metrics
 from proxy.metrics_settings import MetricsConfig
 from proxy.multiproc import MULTIPROC_ENV, forget_dead_workers
-from proxy.observers import Observability, labels_for
+from proxy.observers import Observability
 from proxy.server import multiprocess_metrics
 from tests import factories as f
 from tests.proxy.test_observers import answer, conversation, make_config, post, record_for
