@@ -28,7 +28,7 @@ from policies.formula import TOKENS_PER_MESSAGE, TOKENS_PER_NAME, Sink, count, m
 from policies.messages import Message
 from policies.models import ModelTable, bare_name
 from policies.splits import Profile
-from policies.tooldefs import constants_for, tool_definition_tokens
+from policies.tooldefs import tool_definition_tokens
 
 log = logging.getLogger("curator.tokens")
 
@@ -189,14 +189,14 @@ class TokenCounter:
         return self._cache.get_or_compute(key, lambda: count(enc, text))
 
     def count_tools(self, tools: Sequence[Mapping[str, Any]], model: str) -> int:
-        """Tokens of a request's tool definitions (0 for none)."""
+        """Tokens of a request's tool definitions (0 for none), rendered as OpenAI renders
+        them (`policies.tool_render`); counted once per distinct list."""
         if not tools:
             return 0
         enc = self.encoder(model)
         key = digest(namespace(b"T", enc), json_bytes(list(tools)))
-        k = constants_for(enc.name)
         return self._cache.get_or_compute(
-            key, lambda: tool_definition_tokens(tools, lambda s: count(enc, s), k)
+            key, lambda: tool_definition_tokens(tools, lambda s: count(enc, s))
         )
 
     def remember(self, key: bytes, compute: Callable[[], Plan]) -> Plan:
