@@ -20,7 +20,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from policies.encoders import Encoder, counter_of
-from policies.images import audio_part_tokens, image_part_tokens, opaque_part_tokens
+from policies.images import (
+    ImagePricing,
+    audio_part_tokens,
+    image_part_tokens,
+    opaque_part_tokens,
+)
 from policies.messages import MAPPING, Message
 from policies.splits import PROFILE_MIN_CHARS, Profile, splits
 
@@ -50,8 +55,11 @@ def count(enc: Encoder, text: str) -> int:
     return counter_of(enc)(text) if text else 0
 
 
-def message_tokens(msg: Message, enc: Encoder, sink: Sink | None = None) -> int:
-    """The message's tokens; with a `sink`, also what `Sink` keeps."""
+def message_tokens(
+    msg: Message, enc: Encoder, sink: Sink | None = None, images: ImagePricing = "tiles"
+) -> int:
+    """The message's tokens; with a `sink`, also what `Sink` keeps. `images`: how the
+    model counts image parts (`policies.images.pricing_for`)."""
     if not isinstance(msg, MAPPING):
         return TOKENS_PER_MESSAGE
     n = TOKENS_PER_MESSAGE
@@ -61,7 +69,7 @@ def message_tokens(msg: Message, enc: Encoder, sink: Sink | None = None) -> int:
             if sink is not None and isinstance(value, str):
                 content = _profiled(value, enc, sink)
             else:
-                content = content_tokens(value, enc)
+                content = content_tokens(value, enc, images)
         elif key == "tool_calls":
             if isinstance(value, list):
                 n += sum(_call_tokens(c, enc) for c in value if isinstance(c, MAPPING))
@@ -99,7 +107,7 @@ def _function_tokens(fn: object, enc: Encoder) -> int:
     return sum(count(enc, v) for v in fields if isinstance(v, str))
 
 
-def content_tokens(content: object, enc: Encoder) -> int:
+def content_tokens(content: object, enc: Encoder, images: ImagePricing = "tiles") -> int:
     if isinstance(content, str):
         return count(enc, content)
     if not isinstance(content, list):
@@ -116,7 +124,7 @@ def content_tokens(content: object, enc: Encoder) -> int:
                 n += count(enc, value) + (PART_SEPARATOR if texts else 0)
                 texts += 1
         elif kind == "image_url":
-            n += image_part_tokens(part.get("image_url"))
+            n += image_part_tokens(part.get("image_url"), images)
         elif kind == "input_audio":
             n += audio_part_tokens(part.get("input_audio"))
         else:

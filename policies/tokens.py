@@ -25,6 +25,7 @@ from policies.digests import Lru, digest, json_bytes, message_key, namespace, st
 from policies.encoders import Encoder, EstimatingEncoder, Loader, LoadJob
 from policies.fast_bpe import load_exact
 from policies.formula import TOKENS_PER_MESSAGE, TOKENS_PER_NAME, Sink, count, message_tokens
+from policies.images import pricing_for
 from policies.messages import Message
 from policies.models import ModelTable, bare_name
 from policies.splits import Profile
@@ -154,7 +155,9 @@ class TokenCounter:
         """Each message's cache key and tokens. Messages that had to be counted leave in
         `sink` what counting them found out (see `formula.Sink`)."""
         enc = self.encoder(model)
-        space = namespace(b"m", enc)
+        images = pricing_for(model)
+        # Models that count images differently must not share a message's count.
+        space = namespace(b"m" if images == "tiles" else b"mp", enc)
         keys = [message_key(space, m) for m in messages]
         out: list[int] = []
         fresh: dict[bytes, int] = {}
@@ -162,7 +165,7 @@ class TokenCounter:
             if hit is None:
                 hit = fresh.get(key)
                 if hit is None:
-                    hit = fresh[key] = message_tokens(msg, enc, sink)
+                    hit = fresh[key] = message_tokens(msg, enc, sink, images)
             out.append(hit)
         if fresh:
             self._cache.put_many(fresh.items())
@@ -170,7 +173,7 @@ class TokenCounter:
 
     def direct(self, msg: Message, model: str) -> int:
         """The message's tokens, computed without the cache: for small messages only."""
-        return message_tokens(msg, self.encoder(model))
+        return message_tokens(msg, self.encoder(model), None, pricing_for(model))
 
     def count_message(self, msg: Message, model: str) -> int:
         return self.count_each((msg,), model)[0]

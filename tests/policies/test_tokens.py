@@ -183,6 +183,16 @@ def test_content_parts() -> None:
     assert counter.count_message(user(odd, "junk", 7), "gpt-4o") == 3 + 4 + len(orjson.dumps(odd))
 
 
+def test_image_parts_follow_the_models_formula_and_never_share_a_cache_entry() -> None:
+    counter, _ = char_counter()
+    part = {"type": "image_url", "image_url": {"url": png_url(1024, 1024), "detail": "low"}}
+    message = {"role": "user", "content": [part]}
+    assert counter.count_message(message, "gpt-4.1") == 3 + 4 + LOW_DETAIL
+    assert counter.count_message(message, "gpt-4.1-mini") == 3 + 4 + 1024  # 32 x 32 patches
+    assert counter.count_message(message, "gpt-4.1") == 3 + 4 + LOW_DETAIL
+    assert counter.direct(message, "gpt-4.1-mini") == 3 + 4 + 1024
+
+
 def test_count_messages_adds_reply_priming_and_count_each_splits_it() -> None:
     counter, _ = char_counter()
     messages = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "bc"}]
