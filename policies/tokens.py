@@ -74,6 +74,7 @@ class TokenCounter:
         self._texts = Lru[str](cache_entries // PLAN_SHARE)
         self._encoders: dict[str, Encoder] = {}
         self._encoding_of: dict[str, str] = {}
+        self._openai_of: dict[str, bool] = {}
         self._load_lock = threading.Lock()
         self.fallbacks: set[str] = set()
         """Encodings currently estimated because they could not be loaded."""
@@ -197,10 +198,22 @@ class TokenCounter:
         if not tools:
             return 0
         enc = self.encoder(model)
-        key = digest(namespace(b"T", enc), json_bytes(list(tools)))
+        openai = self.follows_openai(model)
+        key = digest(namespace(b"T" if openai else b"TJ", enc), json_bytes(list(tools)))
         return self._cache.get_or_compute(
-            key, lambda: tool_definition_tokens(tools, lambda s: count(enc, s))
+            key, lambda: tool_definition_tokens(tools, lambda s: count(enc, s), openai=openai)
         )
+
+    def follows_openai(self, model: str) -> bool:
+        """Whether OpenAI's prompt rendering applies to this model: tiktoken knows its name
+        (or it is gpt-oss, whose renderer OpenAI published)."""
+        known = self._openai_of.get(model)
+        if known is None:
+            known = _openai_name(bare_name(model))
+            if len(self._openai_of) >= _MODEL_MEMO:
+                self._openai_of.clear()
+            self._openai_of[model] = known
+        return known
 
     def remember(self, key: bytes, compute: Callable[[], Plan]) -> Plan:
         """A curator's plan for a message, cached under `key` (which must name the message's
@@ -245,3 +258,15 @@ class TokenCounter:
         return self._cache.get_or_compute(
             key, lambda: fit_chars(enc, text, max_tokens, from_end=from_end)
         )
+
+
+def _openai_name(name: str) -> bool:
+    if name.startswith("gpt-oss"):
+        return True
+    try:
+        import tiktoken
+
+        tiktoken.encoding_name_for_model(name)
+    except (ImportError, KeyError):
+        return False
+    return True

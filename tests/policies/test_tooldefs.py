@@ -8,13 +8,19 @@ enums, arrays of objects and descriptions.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from policies.tokens import TokenCounter
 from policies.tool_render import render_tools
-from policies.tooldefs import JOINED_SYSTEM_SAVING, TOOLS_MESSAGE, tool_definition_tokens
+from policies.tooldefs import (
+    JOINED_SYSTEM_SAVING,
+    OPEN_TEMPLATE_TOKENS,
+    TOOLS_MESSAGE,
+    tool_definition_tokens,
+)
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -156,3 +162,30 @@ def test_counter_uses_the_models_encoding_and_caches(exact: TokenCounter) -> Non
         assert exact.count_tools(tools, model) == direct
         assert exact.count_tools([dict(t) for t in tools], model) == direct  # from the cache
     assert exact.count_tools([], "gpt-4o") == 0
+
+
+def test_open_models_count_the_tools_as_indented_json_when_that_is_more(
+    exact: TokenCounter,
+) -> None:
+    # vLLM's Llama 3.x template shows each tool as json.dumps(tool, indent=4) after its
+    # instructions; OpenAI's rendering is much terser, so an open model gets the JSON count.
+    model = "meta-llama/Llama-3.1-8B-Instruct"
+    enc = exact.encoder(model)
+    dumped = json.dumps(WEATHER_TOOL, indent=4)
+    expected = len(enc.encode_ordinary(dumped)) + OPEN_TEMPLATE_TOKENS
+    assert exact.follows_openai("gpt-4o")
+    assert not exact.follows_openai(model)
+    assert exact.count_tools([WEATHER_TOOL], model) == expected
+    openai_count = len(enc.encode_ordinary(render_tools([WEATHER_TOOL]))) + TOOLS_MESSAGE
+    assert expected > openai_count
+
+
+def test_open_models_never_count_less_than_the_openai_rendering() -> None:
+    tools = [{"type": "function", "function": {"name": "f"}}]
+
+    def namespace_heavy(text: str) -> int:
+        return 10_000 if "namespace functions" in text else 1
+
+    assert tool_definition_tokens(tools, namespace_heavy, openai=False) == 10_000 + TOOLS_MESSAGE
+    assert tool_definition_tokens(tools, namespace_heavy) == 10_000 + TOOLS_MESSAGE
+    assert tool_definition_tokens(tools, len, openai=False) > tool_definition_tokens(tools, len)
