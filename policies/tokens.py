@@ -1,4 +1,5 @@
-"""Token counting: OpenAI's cookbook formula, a bounded cache, an offline fallback.
+"""Token counting: OpenAI's rules (`policies.formula`, `policies.tooldefs`), a bounded
+cache, an offline fallback.
 
 Agents resend their whole history every turn, so each message's count is cached under
 a digest of its canonical bytes (`policies.digests`: SHA-256, the fastest sound choice
