@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from policies.base import Services
+from policies.summary_io import Services
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config, UpstreamConfig
 from proxy.config.loader import Route as ConfigRoute

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from policies.errors import ConfigError
 from policies.models import ModelTable
-from policies.summary_cache import DEFAULT_ENTRIES, MEMORY, MemoryCache, SummaryCache
+from policies.summary_cache import DEFAULT_ENTRIES, MEMORY, MemoryCache
+from policies.summary_io import SummaryCache
 from policies.tokens import TokenCounter
 from proxy.config.loader import (
     Config,
