@@ -1,5 +1,6 @@
 """The ASGI app: `GET /healthz`, `GET /metrics` (see `metrics:`), and every path under `/v1/`
-proxied upstream.
+proxied upstream when its method and path are fit to forward (`proxy.paths`); other paths
+get OpenAI-shaped 404s and 405s.
 
 Starlette does the lifespan and everything but `/v1/*`, which is a pure-ASGI endpoint:
 the relay needs the raw `receive` (to notice a client leaving) and raw header bytes, and
