@@ -10,7 +10,8 @@ the proxy forwards only paths that every such server reads the same way, and ans
 anything else with 400 `invalid_path` instead of guessing.
 
 A path is in normal form when, as the client sent it (the raw path, still encoded):
-- every segment is non-empty (no `//`, no trailing `/`) and none is `.` or `..`;
+- every segment is non-empty (no `//`, no trailing `/`) and none is only dots (`.`, `..`,
+  and `...`, which some Windows servers read as `..`);
 - every byte is an RFC 3986 path character, `;` excepted;
 - every `%` starts a two-hex-digit escape, and no escape encodes a character that has
   its own meaning or must appear as itself: `/`, `\\`, `.`, `%`, `;`, a control character,
@@ -49,20 +50,40 @@ _ORDER = {method: n for n, method in enumerate(ALLOWED_METHODS)}
 PATH_CHARS = "-._~!$&'()*+,=:@/"
 """Besides letters, digits and `%`: RFC 3986's unreserved characters, sub-delims without
 `;`, `:`, `@`, and `/` between segments."""
-_SHAPE = re.compile(
-    rb"(?P<empty>//|/\Z)"
-    rb"|(?P<dot>/\.\.?(?:/|\Z))"
-    rb"|(?P<char>[^A-Za-z0-9%" + re.escape(PATH_CHARS.encode()) + rb"])"
-)
-_ESCAPE = re.compile(rb"%([0-9A-Fa-f]{2})?")
-_KEPT_AS_IS = frozenset(
+KEPT_AS_IS = frozenset(
     [*range(0x20), 0x7F, *b"/\\%;.-_~", *range(0x30, 0x3A), *range(0x41, 0x5B), *range(0x61, 0x7B)]
 )
 """Octets that must never arrive percent-encoded (see the module docstring)."""
 
+_CHAR = rb"[A-Za-z0-9" + re.escape(PATH_CHARS.replace("/", "").encode()) + rb"]"
+_NORMAL = re.compile(rb"(?:/(?!\.++(?:/|\Z))(?:" + _CHAR + rb"++|%[0-9A-Fa-f]{2})++)++")
+"""Non-empty segments that are not dots only, of path characters and escapes; the
+possessive quantifiers keep a mismatch linear (a path is client input)."""
+
+
+def _escapes_of(octets: frozenset[int]) -> bytes:
+    """A pattern matching `%XX` for exactly `octets`, hex digits in either case."""
+    alternatives = []
+    for high in range(16):
+        lows = sorted(n & 15 for n in octets if n >> 4 == high)
+        if lows:
+            digits = "".join(f"{low:X}{low:x}" if low > 9 else str(low) for low in lows)
+            alternatives.append(f"{high:X}[{digits}]")
+    return ("%(?:" + "|".join(alternatives) + ")").encode()
+
+
+_KEPT_ESCAPE = re.compile(_escapes_of(KEPT_AS_IS))
+_PROBLEMS = re.compile(
+    rb"(?P<empty>//|/\Z)"
+    rb"|(?P<dot>/\.++(?:/|\Z))"
+    rb"|(?P<malformed>%(?![0-9A-Fa-f]{2}))"
+    rb"|(?P<escape>" + _escapes_of(KEPT_AS_IS) + rb")"
+    rb"|(?P<char>[^%/" + _CHAR[1:-1] + rb"])"
+)
+
 REASONS = {
     "empty": "has an empty segment ('//' or a trailing '/')",
-    "dot": "has a '.' or '..' segment",
+    "dot": "has a segment of dots only ('.', '..', ...)",
     "char": "has a character that is not allowed there unencoded (such as '\\', ';' or '|')",
     "malformed": "has a '%' that does not start a two-digit percent-escape",
     "escape": (
@@ -75,18 +96,12 @@ REASONS = {
 def path_problem(raw: bytes) -> str | None:
     """Why `raw` (a request path as sent, without the query) is not in normal form, or
     None when it is. The reason is one of `REASONS`' keys."""
-    found = _SHAPE.search(raw)
-    if found is not None:
-        return found.lastgroup
-    if b"%" not in raw:
-        return None
-    for escape in _ESCAPE.finditer(raw):
-        digits = escape.group(1)
-        if digits is None:
-            return "malformed"
-        if int(digits, 16) in _KEPT_AS_IS:
+    if _NORMAL.fullmatch(raw) is not None:
+        if b"%" in raw and _KEPT_ESCAPE.search(raw) is not None:
             return "escape"
-    return None
+        return None
+    found = _PROBLEMS.search(raw)  # only refused paths pay for finding out why
+    return found.lastgroup if found is not None else "char"
 
 
 def raw_path(scope: Scope) -> bytes:

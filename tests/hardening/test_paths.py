@@ -109,6 +109,7 @@ TENANT_ESCAPES = [
     "/v1/..;/..;/tenant-b/v1/models",
     "/v1/%252e%252e/%252e%252e/tenant-b/v1/models",
     "/v1/models/..",
+    "/v1/.../.../tenant-b/v1/models",
 ]
 CURATION_BYPASSES = [
     "/v1//chat/completions",
@@ -208,15 +209,17 @@ RAW_PATHS = st.lists(SEGMENTS, min_size=1, max_size=5).map(lambda s: "/v1/" + "/
 
 def lenient(path: str) -> str:
     """What the most liberal server might route: decoded twice, '\\' read as '/', ';params'
-    dropped, empty segments merged and dot segments resolved."""
+    dropped, empty segments merged and dot segments ('...' as '..') resolved."""
     decoded = unquote(unquote(path)).replace("\\", "/")
     segments: list[str] = []
     for segment in decoded.split("/"):
         segment = segment.split(";", 1)[0]
-        if segment == "..":
-            segments = segments[:-1]
-        elif segment not in ("", "."):
+        if segment in ("", "."):
+            continue
+        if segment.strip("."):
             segments.append(segment)
+        else:
+            segments = segments[:-1]
     return "/" + "/".join(segments)
 
 
