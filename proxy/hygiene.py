@@ -9,8 +9,9 @@ upstream clients send the URL as given (see `proxy.upstream`).
 Headers: hop-by-hop headers (RFC 9110 7.6.1: Connection, Keep-Alive, Proxy-*, TE,
 Trailer(s), Transfer-Encoding, Upgrade, and any header named in Connection) are dropped
 in both directions. Requests also lose the client's `x-curator-*` control headers, Host
-and Content-Length (the client library sets both for the upstream) and Expect (the
-proxy has already read the whole body). Everything else passes unchanged.
+and Content-Length (the client library sets both for the upstream), Expect (the
+proxy has already read the whole body) and the path and method overrides (`OVERRIDES`).
+Everything else passes unchanged.
 """
 
 from __future__ import annotations
@@ -22,7 +23,19 @@ from proxy.upstream import Headers
 HOP_BY_HOP = frozenset(
     (b"connection", b"keep-alive", b"te", b"trailer", b"trailers", b"transfer-encoding", b"upgrade")
 )
-REQUEST_DROPS = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
+OVERRIDES = frozenset(
+    (
+        b"x-original-url",
+        b"x-rewrite-url",
+        b"x-http-method-override",
+        b"x-http-method",
+        b"x-method-override",
+    )
+)
+"""Headers some servers (IIS, Symfony, Google front ends, method-override middleware) obey
+instead of the request line: they would let an upstream route another path or method than
+the one the proxy checked, routed and curated."""
+REQUEST_DROPS = HOP_BY_HOP | OVERRIDES | {b"host", b"content-length", b"expect"}
 DROPPED_PREFIXES = (b"proxy-", b"x-curator-")
 """Proxy-* is hop-by-hop; x-curator-* are the client's control headers for this proxy."""
 EVENT_STREAM = b"text/event-stream"

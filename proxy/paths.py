@@ -15,7 +15,9 @@ A path is in normal form when, as the client sent it (the raw path, still encode
 - every byte is an RFC 3986 path character, `;` excepted;
 - every `%` starts a two-hex-digit escape, and no escape encodes a character that has
   its own meaning or must appear as itself: `/`, `\\`, `.`, `%`, `;`, a control character,
-  or any other unreserved character (letters, digits, `-`, `_`, `~`).
+  or any other unreserved character (letters, digits, `-`, `_`, `~`);
+- the escapes decode to UTF-8 (no overlong forms), and no encoded character becomes
+  `/`, `\\`, `.`, `;` or `%` under Unicode normalization (NFKC).
 
 Escapes of other characters (`%20`, `%3A`, UTF-8 such as `%C3%A9`) stay allowed: decoding
 them cannot create a separator or a dot segment.
@@ -25,7 +27,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from urllib.parse import quote
+from unicodedata import normalize
+from urllib.parse import quote, unquote_to_bytes
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -54,6 +57,9 @@ KEPT_AS_IS = frozenset(
     [*range(0x20), 0x7F, *b"/\\%;.-_~", *range(0x30, 0x3A), *range(0x41, 0x5B), *range(0x61, 0x7B)]
 )
 """Octets that must never arrive percent-encoded (see the module docstring)."""
+LOOKALIKE_OF = frozenset("/\\.;%")
+"""Characters an encoded non-ASCII character must not turn into under NFKC, as a server
+that normalizes Unicode would do (U+FF0E, the fullwidth full stop, becomes '.')."""
 
 _CHAR = rb"[A-Za-z0-9" + re.escape(PATH_CHARS.replace("/", "").encode()) + rb"]"
 _NORMAL = re.compile(rb"(?:/(?!\.++(?:/|\Z))(?:" + _CHAR + rb"++|%[0-9A-Fa-f]{2})++)++")
@@ -90,6 +96,11 @@ REASONS = {
         "percent-encodes a character that must be sent as itself or not at all "
         "('/', '\\', '.', '%', ';', a letter, a digit, '-', '_', '~' or a control character)"
     ),
+    "utf8": "percent-encodes bytes that are not UTF-8 (such as the overlong '%C0%AE')",
+    "lookalike": (
+        "percent-encodes a character that Unicode normalization turns into '/', '\\', '.', "
+        "';' or '%' (such as a fullwidth full stop, %EF%BC%8E)"
+    ),
 }
 
 
@@ -97,11 +108,23 @@ def path_problem(raw: bytes) -> str | None:
     """Why `raw` (a request path as sent, without the query) is not in normal form, or
     None when it is. The reason is one of `REASONS`' keys."""
     if _NORMAL.fullmatch(raw) is not None:
-        if b"%" in raw and _KEPT_ESCAPE.search(raw) is not None:
-            return "escape"
-        return None
+        return _escape_problem(raw) if b"%" in raw else None
     found = _PROBLEMS.search(raw)  # only refused paths pay for finding out why
     return found.lastgroup if found is not None else "char"
+
+
+def _escape_problem(raw: bytes) -> str | None:
+    """What is wrong with the well-formed escapes of a path, if anything."""
+    if _KEPT_ESCAPE.search(raw) is not None:
+        return "escape"
+    try:
+        text = unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:  # overlong forms too: old decoders read %C0%AE as '.'
+        return "utf8"
+    for char in text:
+        if not char.isascii() and not LOOKALIKE_OF.isdisjoint(normalize("NFKC", char)):
+            return "lookalike"
+    return None
 
 
 def raw_path(scope: Scope) -> bytes:

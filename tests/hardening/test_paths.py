@@ -10,6 +10,7 @@ go out on raw sockets: a client library would normalize most of these paths itse
 from __future__ import annotations
 
 from collections.abc import Iterator
+from unicodedata import normalize
 from urllib.parse import unquote
 
 import orjson
@@ -110,6 +111,9 @@ TENANT_ESCAPES = [
     "/v1/%252e%252e/%252e%252e/tenant-b/v1/models",
     "/v1/models/..",
     "/v1/.../.../tenant-b/v1/models",
+    "/v1/%C0%AE%C0%AE/%C0%AE%C0%AE/tenant-b/v1/models",
+    "/v1/%EF%BC%8E%EF%BC%8E/%EF%BC%8E%EF%BC%8E/tenant-b/v1/models",
+    "/v1/..%EF%BC%8F..%EF%BC%8Ftenant-b/v1/models",
 ]
 CURATION_BYPASSES = [
     "/v1//chat/completions",
@@ -172,6 +176,26 @@ def test_the_refusal_names_no_path_and_the_connection_stays_usable(
     assert [r.line for r in upstream.requests] == [b"GET /tenant-a/v1/models HTTP/1.1"]
 
 
+def test_headers_that_override_the_path_or_method_are_not_forwarded(
+    setup: tuple[RunningProxy, RawUpstream],
+) -> None:
+    proxy, upstream = setup
+    overrides = {
+        "X-Original-URL": "/tenant-b/v1/models",
+        "X-Rewrite-URL": "/tenant-b/v1/models",
+        "X-HTTP-Method-Override": "DELETE",
+        "X-HTTP-Method": "TRACE",
+        "X-Method-Override": "PUT",
+    }
+    with connect(proxy.port) as sock:
+        sock.sendall(request_head("GET", "/v1/models", {**overrides, "X-Kept": "1"}))
+        assert read_response(sock).status == 200
+    (seen,) = upstream.requests
+    names = {name.lower() for name, _ in seen.headers}
+    assert b"x-kept" in names
+    assert names.isdisjoint(name.lower().encode() for name in overrides)
+
+
 # -- unknown paths ---------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "target",
@@ -201,6 +225,7 @@ PIECES = st.sampled_from(
     [
         *("a", "v1", "models", ".", "..", "-", "~", "@", ":", ";", "\\", "/", "|", "%"),
         *("%2e", "%2E", "%2f", "%2F", "%5c", "%25", "%41", "%3b", "%g1", "%20", "%C3%A9"),
+        *("%C0%AE", "%EF%BC%8E", "%EF%BC%8F", "%E9"),
     ]
 )
 SEGMENTS = st.lists(PIECES, min_size=1, max_size=3).map("".join)
@@ -208,9 +233,10 @@ RAW_PATHS = st.lists(SEGMENTS, min_size=1, max_size=5).map(lambda s: "/v1/" + "/
 
 
 def lenient(path: str) -> str:
-    """What the most liberal server might route: decoded twice, '\\' read as '/', ';params'
-    dropped, empty segments merged and dot segments ('...' as '..') resolved."""
-    decoded = unquote(unquote(path)).replace("\\", "/")
+    """What the most liberal server might route: decoded twice and NFKC-normalized, '\\'
+    read as '/', ';params' dropped, empty segments merged and dot segments ('...' as '..')
+    resolved."""
+    decoded = normalize("NFKC", unquote(unquote(path))).replace("\\", "/")
     segments: list[str] = []
     for segment in decoded.split("/"):
         segment = segment.split(";", 1)[0]
