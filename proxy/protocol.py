@@ -151,20 +151,29 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
 
     def on_message_complete(self) -> None:
-        self._phase, self._head_bytes = APP, 0
+        self._head_bytes = 0
+        if self.cycle.response_complete and not self.pipeline:
+            # Answered before its body ended (/healthz does not read one): wait for the
+            # next head now, since `on_response_complete` has already run.
+            self._await_head()
+        else:
+            self._phase = APP
         HttpToolsProtocol.on_message_complete(self)
 
     def on_response_complete(self) -> None:
         idle = self._phase == APP and not self.pipeline
         HttpToolsProtocol.on_response_complete(self)
         if idle and not self.transport.is_closing():
-            self._phase = HEAD
-            self._deadline = deadline = self.loop.time() + self._limits.header_timeout_s
-            timer = self._timer
-            if timer is None or timer.when() > deadline:
-                self._ensure_timer()
+            self._await_head()
             if self._head_bytes > self._limits.max_head_bytes:
                 self._refuse_head()
+
+    def _await_head(self) -> None:
+        self._phase = HEAD
+        self._deadline = deadline = self.loop.time() + self._limits.header_timeout_s
+        timer = self._timer
+        if timer is None or timer.when() > deadline:
+            self._ensure_timer()
 
     # -- the deadline -------------------------------------------------------------------
     def _ensure_timer(self) -> None:

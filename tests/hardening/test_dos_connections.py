@@ -145,6 +145,18 @@ def test_a_keep_alive_connection_gets_the_header_timeout_after_its_response(
         assert _closed(sock)
 
 
+def test_a_body_that_ends_after_its_answer_still_gets_the_header_timeout(
+    fake: FakeOpenAI,
+) -> None:
+    """/healthz answers without reading a body; the body's last bytes then came in after the
+    answer, which used to leave the connection with no deadline at all."""
+    with guarded(fake, Limits(header_timeout_s=0.5)) as proxy, connect(proxy.port) as sock:
+        sock.sendall(request_head("GET", "/healthz", {"content-length": "5"}, port=proxy.port))
+        assert read_response(sock).status == 200
+        sock.sendall(b"12345")
+        assert _closed(sock)
+
+
 def test_a_slow_upstream_is_not_a_slow_client(fake: FakeOpenAI) -> None:
     """The head timeout does not run while the app answers (here a 1.5 s upstream)."""
     fake.queue(Behavior(stall_s=1.5))
