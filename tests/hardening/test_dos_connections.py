@@ -104,6 +104,23 @@ def test_a_head_under_the_limit_is_served(fake: FakeOpenAI) -> None:
             assert read_response(sock).status == 200
 
 
+def test_an_oversized_head_pipelined_behind_a_request_gets_431_after_its_answer(
+    fake: FakeOpenAI,
+) -> None:
+    fake.queue(Behavior(stall_s=0.5))  # the first request is still being answered
+    body = chat_body()
+    first = request_head("POST", CHAT, {**KEYED, "content-length": str(len(body))}) + body
+    with guarded(fake, Limits(max_header_kb=8)) as proxy, connect(proxy.port) as sock:
+        sock.sendall(first + b"GET /v1/models HTTP/1.1\r\nX-Pad: ")
+        send_all_tolerant(sock, b"a" * (4 << 20))
+        received = b""
+        while chunk := sock.recv(65536):  # both answers, then the close
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 200 ")
+    assert b"HTTP/1.1 431 " in received
+    assert len(fake.requests) == 1
+
+
 # -- header timeout -----------------------------------------------------------------------
 def test_idle_and_dribbling_connections_are_closed_after_the_header_timeout(
     fake: FakeOpenAI,
