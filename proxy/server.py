@@ -30,7 +30,7 @@ import signal
 import socket
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib.util import find_spec
 from types import FrameType
 from typing import Any, NoReturn
@@ -167,7 +167,8 @@ def serve(
         if workers == 1:
             app = build_app(listening_on(config, host))
             server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **options))
-            server.run(sockets=[sock])
+            with suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C is a clean stop
+                server.run(sockets=[sock])
             if not server.started:
                 raise SystemExit(STARTUP_FAILURE)
             return
