@@ -36,6 +36,8 @@ from tests.hardening.support import (
 )
 
 KEYED = {"authorization": f"Bearer {PROXY_KEY}"}
+FLOOD = 150
+"""Idle connections opened at once against max_connections=100."""
 DRIBBLE_BYTES = 60
 """Bound on a dribbling client: one byte every 0.1 s, far past the 0.5 s head timeout."""
 
@@ -213,6 +215,23 @@ def test_past_max_connections_new_ones_get_503_and_served_ones_keep_working(
                 return False
 
         wait_for(fresh_connection_served, "a new connection once the held ones closed")
+
+
+def test_an_idle_connection_flood_is_bounded_and_every_descriptor_comes_back(
+    fake: FakeOpenAI,
+) -> None:
+    limits = Limits(max_connections=100, header_timeout_s=2)
+    with guarded(fake, limits) as proxy, ExitStack() as stack:
+        state = proxy.server._server.server_state  # the worker's own set of open connections
+        flood = [stack.enter_context(connect(proxy.port)) for _ in range(FLOOD)]
+        refused = sum(read_response(sock).status == 503 for sock in flood[100:])
+        assert len(state.connections) <= 100
+        # The server closes the rest itself: the clients still hold their ends open.
+        wait_for(lambda: not state.connections, "the server to close every idle connection")
+        assert refused == FLOOD - 100
+        assert all(_closed(sock) for sock in flood)
+        with httpx.Client(base_url=proxy.origin, headers=KEYED, timeout=WAIT_S) as http:
+            assert http.post(CHAT, content=chat_body()).status_code == 200
 
 
 # -- body timeout and in-flight slots ----------------------------------------------------
