@@ -15,12 +15,14 @@ message (which the model reads joined), or used as a JSON object key. Both are r
 from __future__ import annotations
 
 import bisect
+import copy
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from proxy.audit.detectors import BUILTIN, NAME, Detector, custom_detector, min_width
+from proxy.audit.pieces import Known, piece_spans
 
 __all__ = ["BUILTIN", "MASK", "NAME", "Detector", "Redactor", "custom_detector", "mask"]
 
@@ -43,7 +45,7 @@ Span = tuple[int, int, int]
 class Redactor:
     """Replaces secrets with `[REDACTED:<detector>]` in text and in JSON-like values."""
 
-    __slots__ = ("_labels", "_min_len", "_needles", "detectors")
+    __slots__ = ("_known", "_labels", "_min_len", "_needles", "detectors")
 
     def __init__(self, detectors: Sequence[Detector]) -> None:
         self.detectors = tuple(detectors)
@@ -58,6 +60,8 @@ class Redactor:
         )
         """Every needle in one pattern, when every detector has some: one search tells
         whether any detector needs to run at all."""
+        self._known: Known = ()
+        """Secrets found elsewhere whose pieces are redacted too (see `with_known`)."""
 
     @classmethod
     def build(cls, *, builtin: bool = True, custom: Sequence[Detector] = ()) -> Redactor:
@@ -68,6 +72,20 @@ class Redactor:
             return text
         spans = self._find(text, _UNESCAPE_DEPTH)
         return self._cut([text], spans)[0] if spans else text
+
+    def found(self, values: Iterable[object]) -> Known:
+        """Every secret in the strings (and keys) of `values`, as found there."""
+        known: dict[str, int] = {}
+        for text in _strings(values):
+            if len(text) >= self._min_len:
+                known.update((text[s:e], w) for s, e, w in self._find(text, _UNESCAPE_DEPTH))
+        return tuple(known.items())
+
+    def with_known(self, known: Known) -> Redactor:
+        """This redactor, also removing the beginnings and ends of `known` secrets."""
+        twin = copy.copy(self)
+        twin._known = known
+        return twin
 
     def value(self, value: object) -> Any:
         """Redact every string inside dicts, lists and tuples, keys included."""
@@ -144,6 +162,8 @@ class Redactor:
 
     def _find(self, text: str, depth: int) -> list[Span]:
         spans = self._scan(text)
+        if self._known:
+            spans.extend(piece_spans(text, self._known))
         if depth and "\\" in text:
             view = _Unescaped.of(text)
             if view is not None:
@@ -163,6 +183,17 @@ class Redactor:
                     continue
                 spans.append((start, end, which))
         return spans
+
+
+def _strings(values: Iterable[object]) -> Iterator[str]:
+    for value in values:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, Mapping):
+            yield from (k for k in value if isinstance(k, str))
+            yield from _strings(value.values())
+        elif isinstance(value, list | tuple):
+            yield from _strings(value)
 
 
 def _unique(key: str, taken: Mapping[Any, Any]) -> str:

@@ -398,3 +398,19 @@ def test_adversarial_megabyte_inputs_complete(
     else:
         assert out.startswith(expected)
         assert len(out) < len(text)
+
+
+def test_pieces_of_known_secrets_are_removed_wherever_a_cut_falls(redactor: Redactor) -> None:
+    for secret in (POSITIVE["openai_key"][1], PEM_RSA, POSITIVE["github_token"][0]):
+        known = redactor.found([{"content": f"key {secret} here"}])
+        assert [s for s, _ in known] == [secret]
+        careful = redactor.with_known(known)
+        for cut in range(0, len(secret), 7):
+            head, tail = secret[:cut], secret[cut:]
+            out = careful.text(f"{head}\n[... truncated ...]\n{tail}")
+            for piece in (head, tail):
+                if len(piece) >= 12:
+                    assert piece not in out, (secret[:12], cut)
+                    assert piece[-12:] not in out
+                    assert piece[:12] not in out
+    assert redactor.text("no pieces without known secrets") == "no pieces without known secrets"

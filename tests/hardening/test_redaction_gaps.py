@@ -42,6 +42,11 @@ ANTHROPIC = "sk-ant-api03-" + "Tn5_Vb6-" * 4
 AWS_SECRET = "Gaps7+Kq2/Lm9Np4Rs6T" + "u8Wx0Yz2Ab4Cd6Ef8Gh0"
 BASIC = base64.b64encode(b"ci-bot:" + b"gaps-Tr0ub4dor-3horse").decode()
 GLUED_NAME = "OPENAI_API_KEY_" + "sk-" + "Nm3Kl9Jh7Gf5Ds3Aq1Wz8Xc6"
+PEM_BODY = [
+    "Gaps" + f"{i:02d}" + "MIIEowIBAAKCAQEAx4Xf9qLm0a1Bc2De3Fg4Hi5Jk6Lm7No8Pq9Rs0Tu"
+    for i in range(20)
+]
+PEM = "-----BEGIN RSA PRIVATE KEY-----\n" + "\n".join(PEM_BODY) + "\n-----END RSA PRIVATE KEY-----"
 
 FRAGMENTS = {
     "openai": (OPENAI[-16:], OPENAI[8:24]),
@@ -51,6 +56,7 @@ FRAGMENTS = {
     "aws_secret": (AWS_SECRET[:16], AWS_SECRET[-16:]),
     "basic": (BASIC[:16], BASIC[-12:]),
     "glued_name": (GLUED_NAME[-16:],),
+    "private_key": tuple(line[:16] for line in PEM_BODY),
 }
 
 
@@ -92,9 +98,9 @@ def _messages() -> list[dict[str, Any]]:
         {
             "role": "tool",
             "tool_call_id": "call_1",
-            # Truncated, so the curated copy differs; the cut falls in the filler (a cut
-            # through a secret would leave a piece no detector can recognize).
-            "content": f"env: OPENAI_API_KEY_{OPENAI} {GLUED_NAME}" + filler,
+            # Truncated to a head and a tail, so the curated copy differs, and the cuts go
+            # through secrets: what is left of them must go too.
+            "content": _forms() + PEM + filler + PEM + _forms(),
         },
         {"role": "user", "content": "again: " + _forms(), "metadata": {ANTHROPIC: [OPENAI]}},
     ]
