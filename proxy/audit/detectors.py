@@ -100,7 +100,7 @@ BUILTIN: tuple[Detector, ...] = (
     Detector(
         "aws_secret_key",
         re.compile(
-            r"(?<![A-Za-z0-9])(?i:(?:aws[ _-]?)?secret[ _-]?access[ _-]?key"
+            _edge("A-Za-z0-9") + r"(?i:(?:aws[ _-]?)?secret[ _-]?access[ _-]?key"
             r"|aws[ _-]?session[ _-]?token)" + _ASSIGN + r"(?P<secret>[A-Za-z0-9/+=]{16,2048})"
         ),
         ("ecret", "ECRET", "ession", "ESSION"),
@@ -131,7 +131,10 @@ BUILTIN: tuple[Detector, ...] = (
     Detector(
         "bearer_token",
         re.compile(
-            r"(?<![A-Za-z])(?i:bearer)" + _SPACE + r"{1,8}(?P<secret>[A-Za-z0-9._~+/=-]{16,4096})"
+            _edge("A-Za-z")
+            + r"(?i:bearer)"
+            + _SPACE
+            + r"{1,8}(?P<secret>[A-Za-z0-9._~+/=-]{16,4096})"
         ),
         ("earer", "EARER"),
         group="secret",
@@ -140,7 +143,7 @@ BUILTIN: tuple[Detector, ...] = (
     Detector(
         "basic_auth",
         re.compile(
-            r"(?<![A-Za-z])(?i:basic)" + _SPACE + r"{1,8}(?P<secret>[A-Za-z0-9+/=]{8,4096})"
+            _edge("A-Za-z") + r"(?i:basic)" + _SPACE + r"{1,8}(?P<secret>[A-Za-z0-9+/=]{8,4096})"
         ),
         ("asic", "ASIC"),
         group="secret",
