@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from policies.errors import ConfigError, Problem
+from policies.urls import mask_urls
 from policies.yamlsrc import KeyPath, format_path, line_of
 
 T = TypeVar("T")
@@ -35,7 +36,7 @@ def describe(value: object) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    text = repr(value)
+    text = repr(mask_urls(value) if isinstance(value, str) else value)  # no URL credentials
     if len(text) > 60:
         text = text[:57] + "..."
     kinds = {str: "a string", int: "an integer", float: "a number"}

@@ -17,6 +17,7 @@ from typing import Any
 
 from policies.errors import ConfigError
 from policies.fast_bpe import tokenizer_choice
+from policies.urls import masked_url
 from proxy.cli.audit import add_subparsers as add_audit_subparsers
 from proxy.config.loader import Config, default_config, load_config
 from proxy.config.render import format_config
@@ -128,7 +129,7 @@ def _load(config_arg: str | None) -> tuple[Config, str | None]:
         log.info(
             "no ./%s found: using built-in defaults (upstream %s, policy preset 'default')",
             DEFAULT_CONFIG,
-            upstream,
+            masked_url(upstream),
         )
         return config, None
     path = config_arg or DEFAULT_CONFIG

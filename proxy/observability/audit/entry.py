@@ -199,7 +199,7 @@ class RecordBuilder:
         original = tuple(self._message(m, clean, cached) for m in entry.original)
         curated = None
         if entry.curated is not None:
-            curated = tuple(self._message(m, clean, cached) for m in entry.curated)
+            curated = self._curated(entry, entry.curated, original, clean, cached)
             if curated == original:
                 curated = None
         response, error = self._response(entry)
@@ -212,6 +212,28 @@ class RecordBuilder:
         }
         merged = {**fields, **clean(content)}
         return AuditRecord(entry.time, {k: merged[k] for k in FIELD_ORDER}, original, curated)
+
+    def _curated(
+        self,
+        entry: AuditEntry,
+        curated: Sequence[Message],
+        original: tuple[StoredMessage, ...],
+        clean: Clean,
+        cached: bool,
+    ) -> tuple[StoredMessage, ...]:
+        """The curated messages; those a curator made (a truncated result, say) also lose
+        any piece of a secret of the original messages (see `proxy.observability.audit.pieces`)."""
+        secret = [
+            m for m, s in zip(entry.original, original, strict=True) if b"[REDACTED:" in s.data
+        ]
+        known = self.redactor.found(secret) if cached and secret else ()
+        careful = self.redactor.with_known(known).value if known else clean
+        kept = {id(m) for m in entry.original}  # curators never mutate: unchanged is identical
+        return tuple(
+            self._message(m, clean, cached) if not known or id(m) in kept
+            else self._message(m, careful, False)
+            for m in curated
+        )  # fmt: skip
 
     def _message(self, msg: Message, clean: Clean, cached: bool) -> StoredMessage:
         key = message_digest(orjson.dumps(msg, option=orjson.OPT_SORT_KEYS)) if cached else b""
