@@ -9,6 +9,9 @@ valid (so it is idempotent, and free to run anywhere in a chain).
 Repairs, in both directions and for parallel calls:
 - a result that answers no pending call of the nearest preceding block, or answers one a
   second time, is dropped (legacy `function` results likewise);
+- call ids may repeat within a block (OpenAI accepts two calls `d` answered by two results
+  `d`): results pair with calls of their id by position, the k-th result `d` answering the
+  k-th call `d`, so a repeated id is answered as many times as it was called;
 - calls left unanswered before the next non-result message are removed from their
   assistant message (an unanswered legacy `function_call` too); when nothing remains the
   `tool_calls` key goes, and a message left with nothing to say is dropped;
@@ -22,6 +25,7 @@ The last unit is repaired like any other: repair is what makes it acceptable.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -91,17 +95,17 @@ class ToolPairCoherence:
 def _repair_block(messages: Sequence[Message], unit: Unit, repair: _Repair) -> None:
     """Keep the results that answer a pending call once; keep only the answered calls."""
     head = messages[unit.start]
-    pending = set(call_ids(head))
-    answered: set[str] = set()
+    pending = Counter(call_ids(head))
+    answered: Counter[str] = Counter()
     function_pending = bool(head.get("function_call"))
     function_answered = False
     results: list[tuple[int, Message]] = []
     for i in range(unit.start + 1, unit.stop):
         msg = messages[i]
         tid = msg.get("tool_call_id")
-        if role(msg) == "tool" and isinstance(tid, str) and tid in pending:
-            pending.discard(tid)
-            answered.add(tid)
+        if role(msg) == "tool" and isinstance(tid, str) and pending[tid]:
+            pending[tid] -= 1
+            answered[tid] += 1
             results.append((i, msg))
         elif role(msg) == "function" and function_pending:
             function_pending = False
@@ -135,14 +139,18 @@ def _repair_assistant(index: int, msg: Message, repair: _Repair) -> None:
         repair.out.append((index, msg))
 
 
-def _answered_only(head: Message, answered: set[str], function_answered: bool) -> Message:
-    """`head` without its unanswered calls; `head` itself when every call was answered."""
+def _answered_only(head: Message, answered: Counter[str], function_answered: bool) -> Message:
+    """`head` without its unanswered calls; `head` itself when every call was answered.
+
+    With a repeated id, the first calls of that id are the answered ones (pairing by
+    position), as many as there were results."""
     drop: set[str] = set()
     replace: dict[str, object] = {}
     calls = head.get("tool_calls")
     if isinstance(calls, list):
+        left = answered.copy()
         # Entries without a string id cannot be answered or judged; they stay as sent.
-        kept = [c for c in calls if not _has_id(c) or c["id"] in answered]
+        kept = [c for c in calls if not _has_id(c) or _take(left, c["id"])]
         if not kept:
             drop.add("tool_calls")
         elif len(kept) != len(calls):
@@ -152,6 +160,14 @@ def _answered_only(head: Message, answered: set[str], function_answered: bool) -
     if not drop and not replace:
         return head
     return {k: replace.get(k, v) for k, v in head.items() if k not in drop}
+
+
+def _take(left: Counter[str], call_id: str) -> bool:
+    """Count one answer to `call_id` as used; False when none is left."""
+    if not left[call_id]:
+        return False
+    left[call_id] -= 1
+    return True
 
 
 def _has_id(call: object) -> bool:
