@@ -21,6 +21,7 @@ KNOWN_SKIPS = frozenset(
         "bad_messages",
         "curator_error",
         "would_reject",
+        "curated_empty",
     }
 )
 

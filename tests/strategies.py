@@ -229,7 +229,7 @@ def null_field_messages() -> st.SearchStrategy[Msg]:
 
 
 any_message_lists = st.one_of(
-    broken_conversations,
+    broken_conversations.filter(bool),
     repeated_id_conversations(),
     st.lists(st.one_of(soup_messages(), null_field_messages()), min_size=1, max_size=8),
 )
