@@ -13,6 +13,10 @@ from proxy.config import Config
 NONE = "none"
 OTHER = "other"
 REJECT_REASONS = ("invalid_proxy_key", "request_too_large", "proxy_overloaded")
+INCOMPLETE_REASONS = frozenset(
+    {"upstream_timeout", "upstream_error", "upstream_unreachable", "client_disconnect", "shutdown"}
+)
+"""Why a response was not complete: the upstream's error code mid-response, or these two."""
 KNOWN_SKIPS = frozenset(
     {
         "invalid_json",
