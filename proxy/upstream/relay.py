@@ -32,6 +32,8 @@ from proxy.upstream.safe_text import failure_reason, loggable_url
 
 log = logging.getLogger("curator.forward")
 
+SHUTDOWN = "shutdown"
+"""Why a response ended when the server cancelled it: the shutdown grace period ran out."""
 SSE_BOUNDARIES = (b"\n\n", b"\r\r", b"\r\n\r\n")
 WATCH_AFTER_S = 0.02
 """How long an exchange runs before a task starts watching for the client leaving."""
@@ -125,6 +127,10 @@ class Relay:
     """Set by the app when the audit log wants the body: gets every relayed body chunk."""
     tap_errors_only: bool = False
     """Keep the tap for error statuses (>= 400) only (the audit stores no responses)."""
+    incomplete: str | None = None
+    """Why the client got no complete response although the exchange began: the upstream
+    failed mid-response (its error code), `client_disconnect` or `shutdown`. None when the
+    response was complete, the proxy's own error answer included."""
 
 
 async def forward(
@@ -154,6 +160,9 @@ async def forward(
     except asyncio.CancelledError:
         if relay.outcome == "client_disconnect" and task.uncancel() == 0:
             return  # our own cancellation; the upstream side is closed by now
+        # Not ours: the server cancels what is still running when its shutdown grace ends.
+        relay.error = relay.error or SHUTDOWN
+        relay.incomplete = relay.incomplete or SHUTDOWN
         raise
     except ProxyError as err:
         relay.outcome, relay.error = "upstream_error", err.code
@@ -205,6 +214,7 @@ class _Watcher:
             pass
         if not self._relay.complete:
             self._relay.outcome = "client_disconnect"
+            self._relay.incomplete = "client_disconnect"
             self._task.cancel()
 
     def stop(self, complete: bool) -> None:
@@ -254,6 +264,7 @@ async def _pump(
                 chunk = await response.read()
         except ProxyError as err:
             relay.outcome, relay.error = "upstream_error", err.code
+            relay.incomplete = err.code
             if not sse:
                 raise StreamAborted(err.code) from err
             log.warning(

@@ -21,6 +21,10 @@ REJECT_REASONS = (
     "request_timeout",
     "too_many_connections",
 )
+INCOMPLETE_REASONS = frozenset(
+    {"upstream_timeout", "upstream_error", "upstream_unreachable", "client_disconnect", "shutdown"}
+)
+"""Why a response was not complete: the upstream's error code mid-response, or these two."""
 KNOWN_SKIPS = frozenset(
     {
         "invalid_json",
@@ -29,6 +33,7 @@ KNOWN_SKIPS = frozenset(
         "bad_messages",
         "curator_error",
         "would_reject",
+        "curated_empty",
     }
 )
 
