@@ -67,11 +67,16 @@ def test_tool_blocks_are_dropped_whole_and_pins_stay_in_place() -> None:
     assert out.messages == [user("first"), system("Be brief."), user("next"), assistant("ok")]
 
 
-def test_the_last_unit_is_never_dropped() -> None:
-    messages = [user("go"), assistant_calls("a"), tool_result("a", long_text(100))]
-    budget = tokens(messages) - size(messages[0])
+def test_the_last_unit_and_the_newest_user_message_are_never_dropped() -> None:
+    replies = [assistant(f"reply {i}: " + long_text(10)) for i in range(20)]
+    last = [assistant_calls("a"), tool_result("a", long_text(30))]
+    messages = [user("go"), *replies, *last]
+    budget = tokens([messages[0], *replies[10:], *last])
     out = TokenBudget().curate(messages, ctx(budget=budget))
-    assert out.messages == messages[1:]
+    assert out.messages[0] == messages[0]
+    assert out.messages[-2:] == last
+    assert replies[0] not in out.messages
+    assert tokens(out.messages) <= budget
 
 
 def test_max_tokens_is_capped_by_the_request_budget() -> None:
