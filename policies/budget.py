@@ -18,8 +18,11 @@ head plus a marker. Every overflow is reported as an action, never silent.
 Degradation (`policies.degrade`): before any unit is dropped, long contents are measured
 as cut to a floor of an eighth of the budget; the cut above is taken on those sizes, and
 the room it leaves is given back newest first. So fresh tool results are shortened, not
-dropped, the oldest content degrades first, and the curated prompt fills the budget. The
-newest user message is kept (its unit is never dropped) whenever it fits at the floor.
+dropped, the oldest content degrades first, and the curated prompt fills the budget. When
+nothing kept is long enough to fill the room a large step leaves (short chat messages),
+the cut uses steps of at most `1 - FILL` of the budget instead, so the prompt still uses
+at least about `FILL` (85%) of it. The newest user message is kept (its unit is never
+dropped) whenever it fits at the floor.
 """
 
 from __future__ import annotations
@@ -92,7 +95,12 @@ class TokenBudget:
         droppable = _spare_newest_user(messages, droppable, at_floor, floor_total, limit)
         sizes = [sum(at_floor[u.start : u.stop]) for u in droppable]
         excess = floor_total - limit
-        k = self._units_to_drop(sizes, excess, limit) if excess > 0 else 0
+        k = self._units_to_drop(sizes, excess, limit, 1 - self.low_water) if excess > 0 else 0
+        if k and _best_fill(sizes, k, longs, droppable, floor_total, cap) < degrade.FILL * limit:
+            # The large step would starve the prompt (short messages, nothing to restore):
+            # take the finer one, anchored the same way, so the prompt keeps its share.
+            share = min(1 - self.low_water, 1 - degrade.FILL)
+            k = self._units_to_drop(sizes, excess, limit, share)
         dropped = [i for u in droppable[:k] for i in u.indexes()]
         gone = set(dropped)
         caps = _restore(longs, gone, limit - floor_total + sum(sizes[:k]), cap)
@@ -118,9 +126,10 @@ class TokenBudget:
             out.append(msg)
         return CuratorOutput(out, tuple(actions))
 
-    def _units_to_drop(self, sizes: list[int], excess: int, limit: int) -> int:
-        """How many of the oldest droppable units to drop (see the module docstring)."""
-        step = max(1, round((1 - self.low_water) * limit))
+    def _units_to_drop(self, sizes: list[int], excess: int, limit: int, share: float) -> int:
+        """How many of the oldest droppable units to drop, cutting at multiples of `share`
+        of the budget (see the module docstring)."""
+        step = max(1, round(share * limit))
         cumulative = list(itertools.accumulate(sizes))
         fewest = bisect.bisect_left(cumulative, excess)  # cumulative[fewest] >= excess
         below = cumulative[fewest - 1] if fewest else 0
@@ -207,6 +216,20 @@ def _spare_newest_user(
                 return [v for v in droppable if v is not u]
             break
     return droppable
+
+
+def _best_fill(
+    sizes: list[int],
+    k: int,
+    longs: dict[int, degrade.Long],
+    droppable: list[Unit],
+    floor_total: int,
+    floor: int,
+) -> int:
+    """Tokens the prompt would use after dropping `k` units, every kept long content whole."""
+    gone = {i for u in droppable[:k] for i in u.indexes()}
+    grow = sum(long.tokens - long.at(floor) for i, long in longs.items() if i not in gone)
+    return floor_total - sum(sizes[:k]) + grow
 
 
 def _restore(

@@ -31,6 +31,9 @@ MIN_CAP = 64
 FLOOR_SHARE = 8
 """A content is cut to at most 1/FLOOR_SHARE of the budget before any unit is dropped."""
 RUNG_RATIO = 1.125
+FILL = 0.85
+"""The share of the budget an over-budget prompt is curated to use, at least, when the
+units allow it (token_budget takes a finer step when a large one would leave less)."""
 HEAD_RATIO = 0.6
 MARK_END = " tokens removed by context-curator to fit the context window ...]"
 

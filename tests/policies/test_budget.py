@@ -96,12 +96,16 @@ def test_growing_conversation_keeps_its_prefix_until_the_cut_jumps() -> None:
         for n in range(40, len(history) + 1):
             out = curator.curate(history[:n], ctx(budget=budget)).messages
             assert tokens(out) <= budget
+            if tokens(history[:n]) > budget:
+                assert tokens(out) >= 0.85 * budget  # never starved by a large step
             if previous is not None and out[: len(previous)] == previous:
                 kept_prefix[low_water] += 1
             previous = out
     steps = len(history) - 40
     assert kept_prefix[1.0] == 0  # the minimal cut moves on every turn
-    assert kept_prefix[0.5] >= steps * 3 // 4
+    # Short messages leave nothing to restore after a large step, so the cut takes steps of
+    # 15% of the budget: it still stays put for most turns.
+    assert kept_prefix[0.5] >= steps * 3 // 5
 
 
 def test_cut_is_stateless_so_replicas_agree() -> None:
