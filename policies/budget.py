@@ -20,9 +20,9 @@ as cut to a floor of an eighth of the budget; the cut above is taken on those si
 the room it leaves is given back newest first. So fresh tool results are shortened, not
 dropped, the oldest content degrades first, and the curated prompt fills the budget. When
 nothing kept is long enough to fill the room a large step leaves (short chat messages),
-the cut uses steps of at most `1 - FILL` of the budget instead, so the prompt still uses
-at least about `FILL` (85%) of it. The newest user message is kept (its unit is never
-dropped) whenever it fits at the floor.
+the cut takes the largest of finer steps (`degrade.step_shares`) that leaves at least
+`FILL` (85%) of the budget in use, down to the minimal cut. The newest user message is
+kept (its unit is never dropped) whenever it fits at the floor.
 """
 
 from __future__ import annotations
@@ -95,12 +95,13 @@ class TokenBudget:
         droppable = _spare_newest_user(messages, droppable, at_floor, floor_total, limit)
         sizes = [sum(at_floor[u.start : u.stop]) for u in droppable]
         excess = floor_total - limit
-        k = self._units_to_drop(sizes, excess, limit, 1 - self.low_water) if excess > 0 else 0
-        if k and _best_fill(sizes, k, longs, droppable, floor_total, cap) < degrade.FILL * limit:
-            # The large step would starve the prompt (short messages, nothing to restore):
-            # take the finer one, anchored the same way, so the prompt keeps its share.
-            share = min(1 - self.low_water, 1 - degrade.FILL)
+        k = 0
+        for share in degrade.step_shares(1 - self.low_water) if excess > 0 else ():
             k = self._units_to_drop(sizes, excess, limit, share)
+            # A large step can starve the prompt (short messages, nothing to restore):
+            # then a finer one, anchored the same way, keeps its share of the budget.
+            if _best_fill(sizes, k, longs, droppable, floor_total, cap) >= degrade.FILL * limit:
+                break
         dropped = [i for u in droppable[:k] for i in u.indexes()]
         gone = set(dropped)
         caps = _restore(longs, gone, limit - floor_total + sum(sizes[:k]), cap)

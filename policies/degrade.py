@@ -48,6 +48,18 @@ def floor_cap(limit: int) -> int:
     return max(MIN_CAP, limit // FLOOR_SHARE)
 
 
+def step_shares(share: float) -> list[float]:
+    """Cut steps to try, as shares of the budget: `share` (from `low_water`), then halves
+    from `1 - FILL` down, then 0 (the minimal cut). Each is anchored at the start of the
+    conversation, so a turn that takes one takes it wherever the next turn does."""
+    shares, finer = [share], 1 - FILL
+    while finer >= 0.01:
+        if finer < share:
+            shares.append(finer)
+        finer /= 2
+    return [*shares, 0.0]
+
+
 def rung_at_most(tokens: int, floor: int) -> int:
     """The largest cap of the ladder floor, floor * RUNG_RATIO, ... that is <= `tokens`
     (the floor itself when none is)."""

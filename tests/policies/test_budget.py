@@ -103,9 +103,10 @@ def test_growing_conversation_keeps_its_prefix_until_the_cut_jumps() -> None:
             previous = out
     steps = len(history) - 40
     assert kept_prefix[1.0] == 0  # the minimal cut moves on every turn
-    # Short messages leave nothing to restore after a large step, so the cut takes steps of
-    # 15% of the budget: it still stays put for most turns.
-    assert kept_prefix[0.5] >= steps * 3 // 5
+    # Short messages leave nothing to restore after a large step, so the cut takes the
+    # largest finer step that keeps 85% of the budget in use: it still stays put for more
+    # than half the turns (the old 3/4 came from letting the prompt fall to half the budget).
+    assert kept_prefix[0.5] >= steps // 2
 
 
 def test_cut_is_stateless_so_replicas_agree() -> None:

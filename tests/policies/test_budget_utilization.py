@@ -29,7 +29,7 @@ cut finely enough to promise a share, and no real window is that small."""
     st.one_of(conversations(), agent_sessions()),
     st.floats(0.05, 0.99),
     st.sampled_from([PinSpec(), PinSpec(first_user=True)]),
-    st.sampled_from([1.0, 0.9]),
+    st.sampled_from([1.0, 0.9, 0.6]),
 )
 def test_over_budget_input_fills_the_budget(
     messages: Msgs, fraction: float, pins: PinSpec, low_water: float
