@@ -104,33 +104,41 @@ def cut(msg: Message, long: Long, cap: int, tally: Tally) -> tuple[Message, int]
     """`msg` with its text cut to head + marker + tail of at most `cap` tokens; and the new
     message's tokens. Counted here and noted in the tally."""
     text, parts = _text(msg) or ("", None)
-    content = long.content if parts is None else tally.text(text)
-    head, tail, middle, tokens = _shorten(text, content, cap, tally)
-    short = text[:head] + middle + text[len(text) - tail :]
+    # A history is resent every turn, and a content at the floor is cut the same way each
+    # time: the plan is remembered with the message.
+    tag = f"|token_budget|{cap}".encode()
+    head, tail, removed, tokens = tally.remember(
+        msg,
+        tag,
+        lambda: _shorten(text, long.content if parts is None else tally.text(text), cap, tally),
+    )
+    short = text[:head] + _middle(removed) + text[len(text) - tail :]
     new = {**msg, "content": short if parts is None else [{**parts[0], "text": short}]}
     after = long.bare + tokens
-    tally.note(new, after, long.bare)
+    tally.note(new, after, long.bare, source=(msg, tag))
     return new, after
 
 
-def _shorten(text: str, total: int, cap: int, tally: Tally) -> tuple[int, int, str, int]:
-    """(head chars, tail chars, the middle, tokens) of the longest head/tail cut of `text`
-    (of `total` tokens) within `cap` tokens."""
+def _middle(removed: int) -> str:
+    return f"\n\n{marker(removed)}\n\n"
+
+
+def _shorten(text: str, total: int, cap: int, tally: Tally) -> tuple[int, int, int, int]:
+    """(head chars, tail chars, tokens the marker names, tokens) of the longest head/tail
+    cut of `text` (of `total` tokens) within `cap` tokens."""
     n = len(text)
-    room = cap - tally.text(f"\n\n{marker(total)}\n\n")
+    room = cap - tally.text(_middle(total))
     while room > 1:
         head_n = int(room * HEAD_RATIO)
         head = tally.fit(text, head_n, from_end=False)
         tail = tally.fit(text, room - head_n, from_end=True)
         removed = max(0, total - tally.span(text, 0, head) - tally.span(text, n - tail, n))
-        middle = f"\n\n{marker(removed)}\n\n"
         # Tokens can merge across the joins, so the sum of the parts is not the count.
-        tokens = tally.joined(text, head, middle, tail)
+        tokens = tally.joined(text, head, _middle(removed), tail)
         if tokens <= cap:
-            return head, tail, middle, tokens
+            return head, tail, removed, tokens
         room -= tokens - cap
-    out = marker(total)
-    return 0, 0, out, tally.text(out)
+    return 0, 0, total, tally.text(_middle(total))
 
 
 def _text(msg: Message) -> tuple[str, list[Mapping[str, Any]] | None] | None:
