@@ -31,6 +31,7 @@ from proxy.audit.record import parse_iso
 from proxy.audit.render import render_diff, render_record, render_table
 from proxy.audit.settings import AuditConfig, parse_audit
 from proxy.audit.sqlite_reader import SqliteReader
+from proxy.pipes import run_to_stdout
 
 DEFAULT_CONFIG = "config.yaml"
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
@@ -218,6 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m proxy.audit.commands ...`, until `curator audit` is wired in."""
     parser = argparse.ArgumentParser(prog="curator")
     add_subparsers(parser.add_subparsers(dest="command", required=True))
+    return run_to_stdout(lambda: _run(parser, argv))
+
+
+def _run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     status: int = args.func(args)
     return status
