@@ -18,10 +18,12 @@ COPY proxy/ proxy/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/curator \
  && /opt/curator/bin/pip install "$(ls /wheels/*.whl)[fast]"
-# tiktoken downloads its BPE files on first use. Fetching both encodings now lets the image run
-# air-gapped; the runtime stage points TIKTOKEN_CACHE_DIR at the same folder.
+# tiktoken downloads its BPE files on first use. rs_bpe (the [fast] extra) has both vocabularies
+# compiled in, so policies.bpe_files rebuilds the official files from it, with no download; then
+# tiktoken loads them (checking their SHA-256). The image runs air-gapped: the runtime stage
+# points TIKTOKEN_CACHE_DIR at the same folder.
 ENV TIKTOKEN_CACHE_DIR=/opt/curator/tiktoken
-RUN mkdir -p "$TIKTOKEN_CACHE_DIR" \
+RUN /opt/curator/bin/python -m policies.bpe_files "$TIKTOKEN_CACHE_DIR" \
  && /opt/curator/bin/python -c "import tiktoken; [tiktoken.get_encoding(n).encode('ok') for n in ('cl100k_base', 'o200k_base')]" \
  && test "$(ls "$TIKTOKEN_CACHE_DIR" | wc -l)" -ge 2
 
