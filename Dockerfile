@@ -2,7 +2,10 @@
 # context-curator: the proxy installed in a venv on python:3.11-slim, run as a non-root user.
 #   docker build -t context-curator .
 #   docker run --read-only --tmpfs /tmp -p 127.0.0.1:8080:8080 \
-#     -v "$PWD/deploy/config.docker.yaml:/etc/curator/config.yaml:ro" context-curator
+#     -e OPENAI_API_KEY -e CURATOR_PROXY_KEY -v curator-data:/data \
+#     -v "$PWD/deploy/config.docker.yaml:/etc/curator/config.yaml:ro" \
+#     -v "$PWD/deploy/policies:/etc/curator/policies:ro" context-curator
+# config.docker.yaml requires CURATOR_PROXY_KEY (the key clients send; README, "Deployment").
 # The root filesystem can be mounted read-only: the proxy writes only under /data (mount a volume
 # there for a SQLite audit log) and /tmp (mount a tmpfs).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm

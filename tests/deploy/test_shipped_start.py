@@ -9,13 +9,23 @@ pass, and a chat request with the proxy key must reach the upstream with the ups
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.deploy import DEPLOY, compose, curator_container, k8s_objects
+from tests.deploy import (
+    DEPLOY,
+    REPO,
+    compose,
+    curator_container,
+    dockerfile_stages,
+    instructions,
+    k8s_objects,
+    load_yaml,
+)
 from tests.deploy.shipped import (
     FAKE_UPSTREAM,
     ComposeError,
@@ -137,6 +147,50 @@ def test_kubernetes_deployment_starts_and_serves(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{port}{probe['path']}"
     check = ["python", "-c", f"import urllib.request; urllib.request.urlopen({url!r}, timeout=4)"]
     assert_serves(start_in_netns(spec(box, argv, env, check)))
+
+
+def documented_docker_run() -> list[str]:
+    """The `docker run` command in the Dockerfile's header comment, as words."""
+    text, collecting = "", False
+    for line in (REPO / "Dockerfile").read_text().splitlines():
+        body = line.removeprefix("#").strip()
+        collecting = collecting or body.startswith("docker run")
+        if collecting:
+            text += " " + body.removesuffix("\\")
+            if not body.endswith("\\"):
+                break
+    words = shlex.split(text)
+    assert words[:2] == ["docker", "run"], text
+    return words[2:]
+
+
+@needs_netns
+@pytest.mark.e2e
+def test_documented_docker_run_starts_and_serves(tmp_path: Path) -> None:
+    words = documented_docker_run()
+    box, env, volumes = Container(tmp_path / "root"), {}, ["/tmp"]
+    while words[0].startswith("-"):
+        flag = words.pop(0)
+        if flag == "--read-only":
+            continue
+        value = words.pop(0)
+        if flag == "-e":
+            env[value] = exported()[value]  # `-e NAME` passes the caller's variable on
+        elif flag == "-v":
+            source, target, *_ = value.split(":")
+            if source.startswith("$PWD/"):
+                box.mount(target, REPO / source.removeprefix("$PWD/"))
+            else:
+                box.path(target).mkdir(parents=True)
+                volumes.append(target)
+    assert words == ["context-curator"], "the image's own command, no override"
+    # A read-only root: whatever the config writes must land on a volume.
+    audit_path = load_yaml(DEPLOY / "config.docker.yaml")["audit"]["path"]
+    assert any(audit_path.startswith(v + "/") for v in volumes), audit_path
+    (check,) = instructions(dockerfile_stages()[-1], "HEALTHCHECK")
+    probe = list(check.value[list(check.value).index("CMD") + 1 :])
+    env["CURATOR_UPSTREAM"] = FAKE_UPSTREAM  # the config's own variable for the upstream
+    assert_serves(start_in_netns(spec(box, image_command(), env, probe)))
 
 
 def test_compose_refuses_to_start_without_a_proxy_key() -> None:
