@@ -50,3 +50,9 @@ def test_the_verdict_agrees_with_fnmatch(pattern: str) -> None:
         assert "\\[" in translated
     else:
         assert "(?!)" in translated
+
+
+def test_the_builtin_model_globs_can_all_match() -> None:
+    from policies.models import BUILTIN
+
+    assert [p for p, _ in BUILTIN if glob_problem(p) is not None] == []
