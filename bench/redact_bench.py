@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
-from proxy.audit.redact import Redactor
+from proxy.observability.audit.redact import Redactor
 
 KIB = 1024
 SIZES = (128 * KIB, 256 * KIB, 512 * KIB, 1024 * KIB)

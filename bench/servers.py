@@ -105,7 +105,7 @@ def start_floor(
 
 
 def proxy_available() -> bool:
-    return importlib.util.find_spec("proxy.cli") is not None and _bin("curator") is not None
+    return importlib.util.find_spec("proxy.cli.main") is not None and _bin("curator") is not None
 
 
 def proxy_config(upstreams: Upstreams, port: int, audit: str = "none") -> str:

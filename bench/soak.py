@@ -198,7 +198,7 @@ async def soak(settings: Settings, workdir: Path, report: Report) -> set[str]:
     origin = f"http://{HOST}:{proxy_port}"
     markers: set[str] = set()
     with Processes(workdir) as procs:
-        argv = [sys.executable, "-m", "proxy.cli", "serve", "--config"]
+        argv = [sys.executable, "-m", "proxy.cli.main", "serve", "--config"]
         argv += [str(write_config(workdir, upstream_port)), "--host", HOST]
         argv += ["--port", str(proxy_port), "--workers", str(settings.workers)]
         proc = procs.start("proxy", argv, env={"PYTHONUNBUFFERED": "1"}, cwd=workdir)

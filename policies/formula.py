@@ -1,7 +1,14 @@
-"""OpenAI's cookbook formula for a chat message's prompt tokens.
+"""OpenAI's cookbook formula for a chat message's prompt tokens, with what it leaves out.
 
-3 per message, plus the encoded string values, plus 1 for a `name`; tool calls count
-their name and arguments; image, audio and other parts are priced by `policies.images`.
+3 per message, plus the encoded string values, plus 1 for a `name` (the cookbook, which
+the API's `prompt_tokens` match). A call the assistant made costs `CALL_TOKENS` plus its
+name and arguments: the API reports exactly that for a legacy `function_call`. For
+`tool_calls` OpenAI has published nothing; each call is counted like a `function_call`
+plus its `id`, which is what a history of short-id calls measured upstream needs, so the
+count can be a few tokens high for long ids, never low. A tool message's `tool_call_id`
+counts as a string value. Text parts after the first cost `PART_SEPARATOR` more (how
+parts are joined is not published). Image, audio and other parts are priced by
+`policies.images`.
 The formula is a sum over the message's keys, so replacing one value changes the count
 by exactly that value's difference; curators rely on that to count what they rewrite
 without encoding the rest again (`policies.tally`).
@@ -13,12 +20,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from policies.encoders import Encoder, counter_of
-from policies.images import audio_part_tokens, image_part_tokens, opaque_part_tokens
+from policies.images import (
+    ImagePricing,
+    audio_part_tokens,
+    image_part_tokens,
+    opaque_part_tokens,
+)
 from policies.messages import MAPPING, Message
 from policies.splits import PROFILE_MIN_CHARS, Profile, splits
 
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
+CALL_TOKENS = 3
+"""Per call the assistant made, beyond its name and arguments (measured for function_call)."""
+PART_SEPARATOR = 1
 
 
 class Sink:
@@ -40,8 +55,11 @@ def count(enc: Encoder, text: str) -> int:
     return counter_of(enc)(text) if text else 0
 
 
-def message_tokens(msg: Message, enc: Encoder, sink: Sink | None = None) -> int:
-    """The message's tokens; with a `sink`, also what `Sink` keeps."""
+def message_tokens(
+    msg: Message, enc: Encoder, sink: Sink | None = None, images: ImagePricing = "tiles"
+) -> int:
+    """The message's tokens; with a `sink`, also what `Sink` keeps. `images`: how the
+    model counts image parts (`policies.images.pricing_for`)."""
     if not isinstance(msg, MAPPING):
         return TOKENS_PER_MESSAGE
     n = TOKENS_PER_MESSAGE
@@ -51,12 +69,12 @@ def message_tokens(msg: Message, enc: Encoder, sink: Sink | None = None) -> int:
             if sink is not None and isinstance(value, str):
                 content = _profiled(value, enc, sink)
             else:
-                content = content_tokens(value, enc)
+                content = content_tokens(value, enc, images)
         elif key == "tool_calls":
             if isinstance(value, list):
                 n += sum(_call_tokens(c, enc) for c in value if isinstance(c, MAPPING))
         elif key == "function_call":
-            n += _function_tokens(value, enc)
+            n += _function_tokens(value, enc) + (CALL_TOKENS if isinstance(value, MAPPING) else 0)
         elif isinstance(value, str):
             n += count(enc, value) + (TOKENS_PER_NAME if key == "name" else 0)
     if sink is not None:
@@ -76,7 +94,9 @@ def _profiled(text: str, enc: Encoder, sink: Sink) -> int:
 
 def _call_tokens(call: Mapping[str, Any], enc: Encoder) -> int:
     fn = call.get("function")
-    return _function_tokens(fn if isinstance(fn, Mapping) else call.get("custom"), enc)
+    call_id = call.get("id")
+    n = CALL_TOKENS + (count(enc, call_id) if isinstance(call_id, str) else 0)
+    return n + _function_tokens(fn if isinstance(fn, Mapping) else call.get("custom"), enc)
 
 
 def _function_tokens(fn: object, enc: Encoder) -> int:
@@ -87,21 +107,24 @@ def _function_tokens(fn: object, enc: Encoder) -> int:
     return sum(count(enc, v) for v in fields if isinstance(v, str))
 
 
-def content_tokens(content: object, enc: Encoder) -> int:
+def content_tokens(content: object, enc: Encoder, images: ImagePricing = "tiles") -> int:
     if isinstance(content, str):
         return count(enc, content)
     if not isinstance(content, list):
         return 0
     n = 0
+    texts = 0
     for part in content:
         if not isinstance(part, MAPPING):
             continue
         kind = part.get("type")
         if kind in ("text", "refusal"):
             value = part.get(kind)
-            n += count(enc, value) if isinstance(value, str) else 0
+            if isinstance(value, str):
+                n += count(enc, value) + (PART_SEPARATOR if texts else 0)
+                texts += 1
         elif kind == "image_url":
-            n += image_part_tokens(part.get("image_url"))
+            n += image_part_tokens(part.get("image_url"), images)
         elif kind == "input_audio":
             n += audio_part_tokens(part.get("input_audio"))
         else:

@@ -2,9 +2,18 @@
 
 Images use OpenAI's tile formula (gpt-4o family): `detail: low` costs a flat 85. Otherwise
 the image is shrunk to fit 2048x2048, then shrunk so its short side is at most 768 (never
-enlarged), and costs 85 plus 170 per 512px tile. Sizes are read from a data URL's header
-(PNG, GIF, WEBP, JPEG); a remote URL's size is unknown, so the largest possible cost is
-assumed: a budget computed from it can be too strict, never too loose.
+enlarged), and costs 85 plus 170 per 512px tile. Models with smaller per-tile prices
+(o1/o3 75+150, gpt-5 70+140) are counted the same way: a little high, never low.
+
+The small models OpenAI lists with the patch formula (`PATCH_MODELS`) see an image as
+32px patches instead: the patches that cover it, at most 1536 (a larger image is shrunk
+to fit). Their published `detail` rule is not known, so `detail` is ignored for them.
+The per-model multipliers OpenAI bills on top (and gpt-4o-mini's 2833+5667) are prices,
+not context: they are left out.
+
+Sizes are read from a data URL's header (PNG, GIF, WEBP, JPEG); a remote URL's size is
+unknown, so the largest possible cost is assumed: a budget computed from it can be too
+strict, never too loose.
 """
 
 from __future__ import annotations
@@ -14,8 +23,11 @@ import binascii
 import math
 import struct
 from collections.abc import Callable, Mapping
+from typing import Literal
 
 import orjson
+
+from policies.models import bare_name
 
 LOW_DETAIL = 85
 PER_TILE = 170
@@ -24,6 +36,12 @@ FIT = 2048
 SHORT_SIDE = 768
 MAX_IMAGE_TOKENS = LOW_DETAIL + PER_TILE * 2 * 4
 """Short side <= 768 and long side <= 2048 give at most 2 x 4 tiles."""
+
+PATCH = 32
+MAX_PATCHES = 1536
+PATCH_MODELS = ("gpt-4.1-mini", "gpt-4.1-nano", "o4-mini", "gpt-5-mini", "gpt-5-nano")
+"""Model families OpenAI documents with the patch formula."""
+ImagePricing = Literal["tiles", "patches"]
 
 AUDIO_TOKENS_PER_SECOND = 10
 COMPRESSED_AUDIO_BYTES_PER_SECOND = 8_000
@@ -40,7 +58,12 @@ _JPEG_FRAMES = frozenset(
 _JPEG_STANDALONE = frozenset({0x01, *range(0xD0, 0xD9)})
 
 
-def image_part_tokens(image_url: object) -> int:
+def pricing_for(model: str) -> ImagePricing:
+    """How this model counts an image's tokens."""
+    return "patches" if bare_name(model).startswith(PATCH_MODELS) else "tiles"
+
+
+def image_part_tokens(image_url: object, pricing: ImagePricing = "tiles") -> int:
     """Tokens for the value of an `image_url` part (an object, or a bare URL string)."""
     url: object
     detail: object
@@ -49,11 +72,32 @@ def image_part_tokens(image_url: object) -> int:
     elif isinstance(image_url, Mapping):
         url, detail = image_url.get("url"), image_url.get("detail")
     else:
-        return MAX_IMAGE_TOKENS
+        url, detail = None, None
+    size = data_url_size(url) if isinstance(url, str) else None
+    if pricing == "patches":
+        return patch_tokens(*size) if size else MAX_PATCHES
     if detail == "low":
         return LOW_DETAIL
-    size = data_url_size(url) if isinstance(url, str) else None
     return tile_tokens(*size) if size else MAX_IMAGE_TOKENS
+
+
+def patch_tokens(width: int, height: int) -> int:
+    """Tokens for an image of this size under the patch formula."""
+    if width <= 0 or height <= 0:
+        return MAX_PATCHES
+    patches = _cover(width) * _cover(height)
+    if patches <= MAX_PATCHES:
+        return patches
+    # Shrink to fit MAX_PATCHES, then a little more so one side fills whole patches.
+    r = math.sqrt(PATCH * PATCH * MAX_PATCHES / (width * height))
+    w, h = width * r / PATCH, height * r / PATCH
+    r *= min(math.floor(w) / w, math.floor(h) / h)
+    return min(MAX_PATCHES, _cover(width * r) * _cover(height * r))
+
+
+def _cover(pixels: float) -> int:
+    # Float rounding must not add a patch where the shrinking made a side exact.
+    return max(1, math.ceil(pixels / PATCH - 1e-9))
 
 
 def tile_tokens(width: int, height: int) -> int:

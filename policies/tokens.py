@@ -1,4 +1,5 @@
-"""Token counting: OpenAI's cookbook formula, a bounded cache, an offline fallback.
+"""Token counting: OpenAI's rules (`policies.formula`, `policies.tooldefs`), a bounded
+cache, an offline fallback.
 
 Agents resend their whole history every turn, so each message's count is cached under
 a digest of its canonical bytes (`policies.digests`: SHA-256, the fastest sound choice
@@ -25,10 +26,11 @@ from policies.digests import Lru, digest, json_bytes, message_key, namespace, st
 from policies.encoders import Encoder, EstimatingEncoder, Loader, LoadJob
 from policies.fast_bpe import load_exact
 from policies.formula import TOKENS_PER_MESSAGE, TOKENS_PER_NAME, Sink, count, message_tokens
+from policies.images import pricing_for
 from policies.messages import Message
 from policies.models import ModelTable, bare_name
 from policies.splits import Profile
-from policies.tooldefs import constants_for, tool_definition_tokens
+from policies.tooldefs import tool_definition_tokens
 
 log = logging.getLogger("curator.tokens")
 
@@ -73,6 +75,7 @@ class TokenCounter:
         self._texts = Lru[str](cache_entries // PLAN_SHARE)
         self._encoders: dict[str, Encoder] = {}
         self._encoding_of: dict[str, str] = {}
+        self._openai_of: dict[str, bool] = {}
         self._load_lock = threading.Lock()
         self.fallbacks: set[str] = set()
         """Encodings currently estimated because they could not be loaded."""
@@ -154,7 +157,9 @@ class TokenCounter:
         """Each message's cache key and tokens. Messages that had to be counted leave in
         `sink` what counting them found out (see `formula.Sink`)."""
         enc = self.encoder(model)
-        space = namespace(b"m", enc)
+        images = pricing_for(model)
+        # Models that count images differently must not share a message's count.
+        space = namespace(b"m" if images == "tiles" else b"mp", enc)
         keys = [message_key(space, m) for m in messages]
         out: list[int] = []
         fresh: dict[bytes, int] = {}
@@ -162,7 +167,7 @@ class TokenCounter:
             if hit is None:
                 hit = fresh.get(key)
                 if hit is None:
-                    hit = fresh[key] = message_tokens(msg, enc, sink)
+                    hit = fresh[key] = message_tokens(msg, enc, sink, images)
             out.append(hit)
         if fresh:
             self._cache.put_many(fresh.items())
@@ -170,7 +175,7 @@ class TokenCounter:
 
     def direct(self, msg: Message, model: str) -> int:
         """The message's tokens, computed without the cache: for small messages only."""
-        return message_tokens(msg, self.encoder(model))
+        return message_tokens(msg, self.encoder(model), None, pricing_for(model))
 
     def count_message(self, msg: Message, model: str) -> int:
         return self.count_each((msg,), model)[0]
@@ -189,15 +194,27 @@ class TokenCounter:
         return self._cache.get_or_compute(key, lambda: count(enc, text))
 
     def count_tools(self, tools: Sequence[Mapping[str, Any]], model: str) -> int:
-        """Tokens of a request's tool definitions (0 for none)."""
+        """Tokens of a request's tool definitions (0 for none), rendered as OpenAI renders
+        them (`policies.tool_render`); counted once per distinct list."""
         if not tools:
             return 0
         enc = self.encoder(model)
-        key = digest(namespace(b"T", enc), json_bytes(list(tools)))
-        k = constants_for(enc.name)
+        openai = self.follows_openai(model)
+        key = digest(namespace(b"T" if openai else b"TJ", enc), json_bytes(list(tools)))
         return self._cache.get_or_compute(
-            key, lambda: tool_definition_tokens(tools, lambda s: count(enc, s), k)
+            key, lambda: tool_definition_tokens(tools, lambda s: count(enc, s), openai=openai)
         )
+
+    def follows_openai(self, model: str) -> bool:
+        """Whether OpenAI's prompt rendering applies to this model: tiktoken knows its name
+        (or it is gpt-oss, whose renderer OpenAI published)."""
+        known = self._openai_of.get(model)
+        if known is None:
+            known = _openai_name(bare_name(model))
+            if len(self._openai_of) >= _MODEL_MEMO:
+                self._openai_of.clear()
+            self._openai_of[model] = known
+        return known
 
     def remember(self, key: bytes, compute: Callable[[], Plan]) -> Plan:
         """A curator's plan for a message, cached under `key` (which must name the message's
@@ -242,3 +259,15 @@ class TokenCounter:
         return self._cache.get_or_compute(
             key, lambda: fit_chars(enc, text, max_tokens, from_end=from_end)
         )
+
+
+def _openai_name(name: str) -> bool:
+    if name.startswith("gpt-oss"):
+        return True
+    try:
+        import tiktoken
+
+        tiktoken.encoding_name_for_model(name)
+    except (ImportError, KeyError):
+        return False
+    return True

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from proxy.audit.settings import parse_audit
+from proxy.config.audit import parse_audit
 from tests.deploy import (
     DEPLOY,
     dockerfile_stages,

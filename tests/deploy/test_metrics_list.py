@@ -6,8 +6,8 @@ import re
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.metric_labels import Labels
-from proxy.metrics import Metrics
+from proxy.observability.metrics.families import Metrics
+from proxy.observability.metrics.labels import Labels
 from tests.deploy import metric_families
 
 

@@ -26,9 +26,15 @@ from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
 from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
-from proxy.app import create_app
-from proxy.config import Config, Route, RouteMatch, ServerConfig, UpstreamConfig
-from proxy.server import uvicorn_options
+from proxy.config.loader import (
+    Config,
+    Route,
+    RouteMatch,
+    ServerConfig,
+    UpstreamConfig,
+)
+from proxy.serving.app import create_app
+from proxy.serving.server import uvicorn_options
 from tests.fakes.servers import HOST, ServerThread
 from tests.fakes.upstream import FakeOpenAI
 

@@ -24,12 +24,12 @@ import pytest
 from openai import OpenAI
 
 from bench.conversations import growing_requests
-from proxy.app import create_app
-from proxy.audit.redact import Redactor, custom_detector
-from proxy.audit.sqlite_reader import SqliteReader
-from proxy.cli import main as curator
-from proxy.config import Config, load_config
-from proxy.server import uvicorn_options
+from proxy.cli.main import main as curator
+from proxy.config.loader import Config, load_config
+from proxy.observability.audit.readers.sqlite import SqliteReader
+from proxy.observability.audit.redact import Redactor, custom_detector
+from proxy.serving.app import create_app
+from proxy.serving.server import uvicorn_options
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import Behavior, FakeOpenAI, ToolCall
 

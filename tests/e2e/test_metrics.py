@@ -16,7 +16,7 @@ from openai import OpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.conversations import growing_requests
-from proxy.config import load_config
+from proxy.config.loader import load_config
 from tests.deploy import metric_families
 from tests.e2e.test_audit import serving, write_config
 from tests.fakes.upstream import FakeOpenAI

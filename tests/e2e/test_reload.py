@@ -17,10 +17,10 @@ import httpx
 import orjson
 import pytest
 
-from proxy.app import create_app
-from proxy.config import load_config
-from proxy.record import ExchangeRecord
-from proxy.server import uvicorn_options
+from proxy.config.loader import load_config
+from proxy.observability.exchange import ExchangeRecord
+from proxy.serving.app import create_app
+from proxy.serving.server import uvicorn_options
 from tests.fakes.servers import HOST, ServerThread
 from tests.fakes.upstream import Behavior, FakeOpenAI
 
@@ -109,7 +109,14 @@ class Serve:
         self.origin = f"http://{HOST}:{self.port}"
         self.log = config.parent / "serve.log"
         env = {**os.environ, "TIKTOKEN_CACHE_DIR": os.environ.get("TIKTOKEN_CACHE_DIR", "")}
-        command = [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config)]
+        command = [
+            sys.executable,
+            "-m",
+            "proxy.cli.main",
+            "serve",
+            "--config",
+            str(config),
+        ]
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 [*command, "--host", HOST, "--port", str(self.port), *args],

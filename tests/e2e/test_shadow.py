@@ -13,10 +13,16 @@ from openai import OpenAI
 from policies.chain import Chain
 from policies.policy import Policy
 from policies.tool_results import ToolResultTruncation
-from proxy.app import create_app
-from proxy.config import Config, Route, RouteMatch, ServerConfig, UpstreamConfig
-from proxy.record import ExchangeRecord
-from proxy.server import uvicorn_options
+from proxy.config.loader import (
+    Config,
+    Route,
+    RouteMatch,
+    ServerConfig,
+    UpstreamConfig,
+)
+from proxy.observability.exchange import ExchangeRecord
+from proxy.serving.app import create_app
+from proxy.serving.server import uvicorn_options
 from tests import factories as f
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeOpenAI

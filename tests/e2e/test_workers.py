@@ -20,7 +20,7 @@ import orjson
 import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from proxy.audit.sqlite_reader import SqliteReader
+from proxy.observability.audit.readers.sqlite import SqliteReader
 from tests.e2e.test_audit import write_config
 from tests.e2e.test_metrics import parse, total
 from tests.fakes.upstream import FakeOpenAI

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from proxy.audit.redact import BUILTIN
+from proxy.observability.audit.redact import BUILTIN
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,12 +16,18 @@ import orjson
 from starlette.types import ASGIApp
 
 from policies.policy import Policy
-from proxy.app import create_app
-from proxy.auth_settings import AuthConfig
-from proxy.config import Config, Route, RouteMatch, ServerConfig, UpstreamConfig
-from proxy.limits import Limits
-from proxy.record import ExchangeRecord
-from proxy.server import uvicorn_options
+from proxy.config.auth import AuthConfig
+from proxy.config.limits import Limits
+from proxy.config.loader import (
+    Config,
+    Route,
+    RouteMatch,
+    ServerConfig,
+    UpstreamConfig,
+)
+from proxy.observability.exchange import ExchangeRecord
+from proxy.serving.app import create_app
+from proxy.serving.server import uvicorn_options
 from tests.fakes.servers import HOST, ServerThread
 
 CHAT = "/v1/chat/completions"

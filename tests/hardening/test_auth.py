@@ -12,9 +12,10 @@ import httpx
 import orjson
 import pytest
 
-from proxy.audit import AuditConfig, key_fingerprint
-from proxy.auth_settings import AuthConfig
-from proxy.guard import KeyRing
+from proxy.config.audit import AuditConfig
+from proxy.config.auth import AuthConfig
+from proxy.observability.audit.entry import key_fingerprint
+from proxy.serving.guard import KeyRing
 from tests.fakes.upstream import FakeOpenAI
 from tests.hardening.support import (
     CHAT,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import UpstreamConfig
+from proxy.config.loader import UpstreamConfig
 from tests.fakes.servers import HOST
 from tests.hardening.raw_http import connect, drain_chunked, recv_until, request_head
 from tests.hardening.support import (

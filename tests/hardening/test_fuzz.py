@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 from policies.errors import ConfigError, Problem
 from policies.loader import load_preset
 from policies.tokens import TokenCounter
-from proxy.chat import ChatPlan, ChatRequest, ChatSetup, curate, parse_chat, read_request
-from proxy.config import load_config
+from proxy.config.limits import Limits, within_depth
+from proxy.config.loader import load_config
+from proxy.curation.plan import ChatPlan, ChatRequest, ChatSetup, curate, parse_chat, read_request
 from proxy.errors import ProxyError
-from proxy.limits import Limits, within_depth
-from proxy.routing import PolicyChoice
+from proxy.serving.routing import PolicyChoice
 from tests.hardening.support import hardening_config
 
 SKIP_REASONS = frozenset({"invalid_json", "not_an_object", "no_messages", "bad_messages"})

@@ -11,8 +11,8 @@ import httpx
 import orjson
 import pytest
 
+from proxy.config.limits import BRACKET_COUNT_MAX_BYTES, MIB, Limits, check_chat, within_depth
 from proxy.errors import ProxyError
-from proxy.limits import BRACKET_COUNT_MAX_BYTES, MIB, Limits, check_chat, within_depth
 from tests.fakes.upstream import Behavior, FakeOpenAI
 from tests.hardening.raw_http import connect, read_response, request_head, send_all_tolerant
 from tests.hardening.support import (

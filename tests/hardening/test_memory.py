@@ -8,8 +8,8 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
-from proxy.audit import AuditEntry, Redactor
-from proxy.audit.record import RecordBuilder
+from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.redact import Redactor
 
 COUNT = 2000
 

@@ -12,9 +12,9 @@ import httpx
 import orjson
 
 from policies.base import Action
-from proxy.metric_labels import labels_for
-from proxy.metrics import Metrics
-from proxy.record import ExchangeRecord, Outcome
+from proxy.observability.exchange import ExchangeRecord, Outcome
+from proxy.observability.metrics.families import Metrics
+from proxy.observability.metrics.labels import labels_for
 from tests.fakes.upstream import FakeOpenAI
 from tests.hardening.support import CHAT, hardening_config, running_proxy
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.redact_bench import FAMILIES, SECRET_UNITS, SIZES, doublings
-from proxy.audit.redact import Redactor
+from proxy.observability.audit.redact import Redactor
 
 LARGEST = SIZES[-1]
 

@@ -21,10 +21,10 @@ import httpx
 import orjson
 import pytest
 
-from proxy.audit import AuditEntry, Redactor, SSEAccumulator
-from proxy.audit.record import RecordBuilder
-from proxy.audit.settings import AuditConfig
-from proxy.audit.sse import assemble
+from proxy.config.audit import AuditConfig
+from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.redact import Redactor
+from proxy.observability.audit.sse import SSEAccumulator, assemble
 from tests.hardening.corpus import BUILTIN_KINDS, SECRETS, Secret, found_in
 from tests.hardening.support import (
     CHAT,

@@ -13,9 +13,9 @@ from types import MappingProxyType
 import httpx
 import pytest
 
-from proxy.audit.settings import AuditConfig
-from proxy.auth_settings import AuthConfig
-from proxy.limits import Limits
+from proxy.config.audit import AuditConfig
+from proxy.config.auth import AuthConfig
+from proxy.config.limits import Limits
 from tests.fakes.upstream import Behavior, FakeOpenAI
 from tests.hardening.support import (
     CHAT,

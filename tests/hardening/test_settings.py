@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from policies.errors import ConfigError
-from proxy import app as proxy_app
-from proxy.auth_settings import AuthConfig
-from proxy.cli import main
-from proxy.config import Config, load_config
-from proxy.guard import bind_refusal, is_loopback
-from proxy.limits import HARD_MAX_BODY_MB, MIB, Limits
+from proxy.cli.main import main
+from proxy.config.auth import AuthConfig
+from proxy.config.limits import HARD_MAX_BODY_MB, MIB, Limits
+from proxy.config.loader import Config, load_config
+from proxy.serving import app as proxy_app
+from proxy.serving.guard import bind_refusal, is_loopback
 from tests.hardening.support import hardening_config
 
 SECRET = "ck-very-secret-proxy-key-123"

@@ -60,7 +60,14 @@ class Served:
         self.port = _free_port()
         self.origin = f"http://{HOST}:{self.port}"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        command = [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config)]
+        command = [
+            sys.executable,
+            "-m",
+            "proxy.cli.main",
+            "serve",
+            "--config",
+            str(config),
+        ]
         self.proc = subprocess.Popen(
             [*command, "--host", HOST, "--port", str(self.port)],
             env=env,

@@ -11,8 +11,8 @@ import httpx
 import orjson
 import pytest
 
-from proxy.config import UpstreamConfig
-from proxy.record import ExchangeRecord
+from proxy.config.loader import UpstreamConfig
+from proxy.observability.exchange import ExchangeRecord
 from tests.fakes.servers import HOST
 from tests.fakes.upstream import Behavior, FakeOpenAI
 from tests.hardening.support import (

@@ -13,11 +13,14 @@ from policies.images import (
     COMPRESSED_AUDIO_BYTES_PER_SECOND,
     LOW_DETAIL,
     MAX_IMAGE_TOKENS,
+    MAX_PATCHES,
     OPAQUE_BYTES_PER_TOKEN,
     audio_part_tokens,
     data_url_size,
     image_part_tokens,
     opaque_part_tokens,
+    patch_tokens,
+    pricing_for,
     tile_tokens,
 )
 
@@ -173,6 +176,36 @@ def test_odd_image_url_values() -> None:
     assert image_part_tokens(None) == MAX_IMAGE_TOKENS
     assert image_part_tokens({"detail": "high"}) == MAX_IMAGE_TOKENS
     assert image_part_tokens({"url": 42}) == MAX_IMAGE_TOKENS
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "tokens"),
+    [
+        (1024, 1024, 1024),  # OpenAI's example: 32 x 32 patches
+        (1800, 2400, 1452),  # OpenAI's example: shrunk to 1056 x 1408, 33 x 44 patches
+        (512, 512, 256),
+        (100, 33, 4 * 2),  # partial patches count whole
+        (1, 1, 1),
+        (40_000, 40_000, 39 * 39),  # sqrt(1536) = 39.2 patches a side, floored
+    ],
+)
+def test_patch_formula(width: int, height: int, tokens: int) -> None:
+    assert patch_tokens(width, height) == tokens
+
+
+def test_patch_models_and_tile_models() -> None:
+    for model in ("gpt-4.1-mini", "gpt-4.1-nano-2025-04-14", "o4-mini", "openai/gpt-5-mini"):
+        assert pricing_for(model) == "patches"
+    for model in ("gpt-4o", "gpt-4o-mini", "gpt-4.1", "o3", "gpt-5", "llama-3"):
+        assert pricing_for(model) == "tiles"
+
+
+def test_patch_models_ignore_detail_and_assume_the_most_for_unknown_sizes() -> None:
+    big = data_url(png(1024, 1024))
+    assert image_part_tokens({"url": big, "detail": "low"}, "patches") == 1024
+    assert image_part_tokens({"url": "https://example.com/a.png"}, "patches") == MAX_PATCHES
+    assert image_part_tokens(7, "patches") == MAX_PATCHES
+    assert MAX_PATCHES > MAX_IMAGE_TOKENS
 
 
 def wav(seconds: float, byte_rate: int = 32_000) -> bytes:

@@ -97,7 +97,7 @@ def test_three_per_message_plus_every_string_value_plus_one_per_name(
     assert counter.count_message(message, "gpt-4o") == tokens
 
 
-def test_tool_calls_count_each_calls_name_and_arguments() -> None:
+def test_tool_calls_count_each_calls_overhead_id_name_and_arguments() -> None:
     counter, _ = char_counter()
     message = {
         "role": "assistant",
@@ -113,17 +113,47 @@ def test_tool_calls_count_each_calls_name_and_arguments() -> None:
             "garbage",
         ],
     }
-    assert counter.count_message(message, "gpt-4o") == 3 + 9 + (4 + 2) + (2 + 7) + (3 + 8)
+    calls = (3 + 6 + 4 + 2) + (3 + 6 + 2 + 7) + (3 + 6 + 3 + 8)
+    assert counter.count_message(message, "gpt-4o") == 3 + 9 + calls
 
 
-def test_legacy_function_call_counts_name_and_arguments() -> None:
+def test_legacy_function_call_counts_overhead_name_and_arguments() -> None:
     counter, _ = char_counter()
     message = {
         "role": "assistant",
         "content": None,
         "function_call": {"name": "f", "arguments": "{}"},
     }
-    assert counter.count_message(message, "gpt-4o") == 3 + 9 + 1 + 2
+    assert counter.count_message(message, "gpt-4o") == 3 + 9 + 3 + 1 + 2
+
+
+@pytest.mark.parametrize(
+    ("arguments", "prompt_tokens"),
+    [('{"foo": "bar", "baz": 1.5}', 26), ('{"foo":"bar", "baz":\n\n 1.5}', 25)],
+)
+def test_measured_function_call_counts(
+    exact: TokenCounter, arguments: str, prompt_tokens: int
+) -> None:
+    # prompt_tokens gpt-3.5-turbo reported (recorded by openai-chat-tokens); the plain
+    # cookbook formula says 3 less.
+    call = {"name": "do_stuff", "arguments": arguments}
+    message = {"role": "assistant", "content": "", "function_call": call}
+    assert exact.count_messages([message], "gpt-3.5-turbo") == prompt_tokens
+
+
+def test_a_short_id_call_costs_the_overhead_the_upstream_measured(exact: TokenCounter) -> None:
+    # 300 calls with short numeric ids: the upstream counted 8,221 where the formula said
+    # 7,201, 3.4 more per call. Each call now costs 3 + its id (1 token) more: never less.
+    enc = exact.encoder("gpt-4o")
+
+    def n(text: str) -> int:
+        return len(enc.encode_ordinary(text))
+
+    call = {"id": "17", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    plain = 3 + n("assistant") + n("read") + n("{}")
+    assert exact.count_message(message, "gpt-4o") == plain + 3 + n("17")
+    assert exact.count_message(message, "gpt-4o") - plain >= 3.4
 
 
 def test_content_parts() -> None:
@@ -139,7 +169,7 @@ def test_content_parts() -> None:
         }
 
     text = {"type": "text", "text": "look"}
-    assert counter.count_message(user(text, text), "gpt-4o") == 3 + 4 + 8
+    assert counter.count_message(user(text, text), "gpt-4o") == 3 + 4 + 8 + 1  # a separator
     low = image("https://example.com/x.png", "low")
     assert counter.count_message(user(text, low), "gpt-4o") == 3 + 4 + 4 + LOW_DETAIL
     high = image(png_url(1024, 1024), "high")
@@ -151,6 +181,16 @@ def test_content_parts() -> None:
     assert counter.count_message(refusal, "gpt-4o") == 3 + 9 + 2
     odd = {"type": "file", "file": {"file_id": "f1"}}
     assert counter.count_message(user(odd, "junk", 7), "gpt-4o") == 3 + 4 + len(orjson.dumps(odd))
+
+
+def test_image_parts_follow_the_models_formula_and_never_share_a_cache_entry() -> None:
+    counter, _ = char_counter()
+    part = {"type": "image_url", "image_url": {"url": png_url(1024, 1024), "detail": "low"}}
+    message = {"role": "user", "content": [part]}
+    assert counter.count_message(message, "gpt-4.1") == 3 + 4 + LOW_DETAIL
+    assert counter.count_message(message, "gpt-4.1-mini") == 3 + 4 + 1024  # 32 x 32 patches
+    assert counter.count_message(message, "gpt-4.1") == 3 + 4 + LOW_DETAIL
+    assert counter.direct(message, "gpt-4.1-mini") == 3 + 4 + 1024
 
 
 def test_count_messages_adds_reply_priming_and_count_each_splits_it() -> None:

@@ -1,0 +1,243 @@
+"""`curator simulate`: what a policy would do to recorded requests, and what they would cost.
+
+Each request is routed and curated as the proxy would (same `select_route`, same policy,
+same token counter), then both sequences, as sent and as curated, are priced with
+`policies.prefix_cache`. Offline: nothing is sent anywhere unless `--allow-calls` lets a
+summarizer call its model; without it every summary is a clearly labelled placeholder.
+`proxy.cli.simulate_input` reads INPUT; `proxy.cli.simulate_render` prints the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from policies.base import Completion, Services, SummaryRequest, SummaryStats
+from policies.chain import CurationResult
+from policies.errors import ConfigError, ContextOverflow
+from policies.loader import PRESET_PREFIX, load_preset
+from policies.messages import Message
+from policies.policy import Budget, Policy
+from policies.prefix_cache import DEFAULT_CACHED_PRICE, PrefixCache, SequenceCost, prompt_of
+from policies.summary_cache import MEMORY, MemoryCache
+from policies.tokens import TokenCounter
+from proxy.cli.simulate_input import Request, SimulateError, read_requests
+from proxy.cli.simulate_render import render_json, render_text
+from proxy.config.loader import Config
+from proxy.serving.routing import select_route
+
+if TYPE_CHECKING:
+    import httpx
+
+    from proxy.upstream.client import UpstreamClient
+
+CHAT_PATH = "/v1/chat/completions"
+PLACEHOLDER = "(placeholder from `curator simulate`: no model was called; pass --allow-calls)"
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What `curator simulate` was asked to do."""
+
+    input: str
+    """A file path, or "-" for standard input."""
+    route: str | None = None
+    policy: str | None = None
+    """A policy of the config, or `preset:<name>`."""
+    model: str | None = None
+    """Replaces every request's model (so routing, counting and the window follow it)."""
+    allow_calls: bool = False
+    cached_price: float = DEFAULT_CACHED_PRICE
+    diff: bool = False
+    json: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the policy did to one request."""
+
+    request: Request
+    route: str | None
+    policy: str
+    budget: Budget
+    tokens_before: int
+    result: CurationResult | None = None
+    """None when the request was rejected or skipped."""
+    rejected: str | None = None
+    """The proxy's 400 when the policy says `on_overflow: reject`."""
+    skipped: str | None = None
+    """Why the proxy would forward the request without curating it."""
+    summaries: SummaryStats | None = None
+
+    @property
+    def curated(self) -> list[Message]:
+        return self.result.messages if self.result is not None else self.request.messages
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Every request's outcome, and the prefix-cache price of both sequences."""
+
+    outcomes: tuple[Outcome, ...]
+    original: SequenceCost
+    curated: SequenceCost
+    pricing: PrefixCache
+
+
+# -- policy choice and simulation ----------------------------------------------------------
+def choose_policy(config: Config, options: Options, model: str) -> tuple[str | None, str, Policy]:
+    """(route, policy name, policy): `--policy`, else `--route`'s, else the routed one."""
+    if options.policy is not None:
+        return None, options.policy, _named_policy(config, options.policy)
+    if options.route is not None:
+        route = next((r for r in config.routes if r.name == options.route), None)
+        if route is None:
+            known = ", ".join(r.name for r in config.routes)
+            raise SimulateError(f"unknown route {options.route!r} (routes: {known})")
+    else:
+        route = select_route(config.routes, CHAT_PATH, model, {})
+        if route is None:
+            raise SimulateError(
+                f"no route matches POST {CHAT_PATH} with model {model!r} and no headers; "
+                "pass --route or --policy"
+            )
+    return route.name, route.policy, config.policies[route.policy]
+
+
+def _named_policy(config: Config, name: str) -> Policy:
+    if name in config.policies:
+        return config.policies[name]
+    if name.startswith(PRESET_PREFIX):
+        try:
+            return load_preset(name.removeprefix(PRESET_PREFIX), name=name)
+        except ConfigError as exc:
+            raise SimulateError(str(exc)) from None
+    known = ", ".join(config.policies) or "none"
+    raise SimulateError(f"unknown policy {name!r} (policies: {known}; or preset:<name>)")
+
+
+async def simulate(
+    config: Config, options: Options, requests: Sequence[Request], services: Services
+) -> Report:
+    """Curate every request in order, then price both sequences with the prefix-cache model."""
+    counter = TokenCounter(config.models)
+    outcomes: list[Outcome] = []
+    chosen: dict[str, tuple[str | None, str, Policy]] = {}  # by model: presets load once
+    for request in requests:
+        if options.model is not None:
+            request = Request(request.line, {**request.body, "model": options.model})
+        if request.model not in chosen:
+            chosen[request.model] = choose_policy(config, options, request.model)
+        route, name, policy = chosen[request.model]
+        outcome = Outcome(
+            request,
+            route,
+            name,
+            policy.budget(request.body, counter),
+            counter.count_messages(request.messages, request.model),
+        )
+        outcomes.append(await _curate(outcome, policy, counter, services))
+    pricing = PrefixCache(cached_price=options.cached_price)
+    sent = [(o.request, o.request.messages, o.curated) for o in outcomes]
+    original = pricing.price(prompt_of(m, counter, r.model, r.tools) for r, m, _ in sent)
+    curated = pricing.price(prompt_of(c, counter, r.model, r.tools) for r, _, c in sent)
+    return Report(tuple(outcomes), original, curated, pricing)
+
+
+async def _curate(
+    outcome: Outcome, policy: Policy, counter: TokenCounter, services: Services
+) -> Outcome:
+    """`outcome` with what the policy did, or why the proxy would not curate the request."""
+    request = outcome.request
+    if not request.messages:
+        return replace(outcome, skipped="no_messages")
+    # Stats are per request, as in the proxy; `complete` and the caches are shared.
+    own = replace(services, stats=SummaryStats())
+    try:
+        result = await policy.acurate(request.messages, request.body, counter, services=own)
+    except ContextOverflow as exc:
+        return replace(outcome, rejected=f"400 context_length_exceeded: {exc}")
+    except Exception as exc:  # the proxy fails open on a curator bug: show that, no traceback
+        return replace(outcome, skipped=f"curator_error ({type(exc).__name__}: {exc})")
+    return replace(outcome, result=result, summaries=own.stats if policy.is_async else None)
+
+
+async def placeholder_complete(_prompt: list[Message], request: SummaryRequest) -> Completion:
+    """The summary without --allow-calls, padded past `max_summary_tokens` (the summarizer
+    cuts it there): token counts and costs then show a full-length summary, the worst case."""
+    filler = "\n".join(" ".join(["placeholder"] * 12) for _ in range(request.max_tokens // 12 + 1))
+    return Completion(f"{PLACEHOLDER}\n{filler}")
+
+
+def calling_services(
+    config: Config, client: UpstreamClient, environ: Mapping[str, str] | None = None
+) -> Services:
+    """Services whose `complete` is the proxy's own (`proxy.summarizing.services`): same
+    request, header hygiene, error mapping and reply checks. An upstream's api_key is used
+    when set; else $OPENAI_API_KEY stands in for the client's Authorization the proxy would
+    pass on."""
+    from proxy.summarizing.services import (
+        build_complete,  # loads the redis client: only when calling
+    )
+
+    key = (os.environ if environ is None else environ).get("OPENAI_API_KEY")
+    authorization = f"Bearer {key}".encode() if key else None
+
+    async def complete(messages: list[Message], request: SummaryRequest) -> Completion:
+        # No client request here: the stand-in credential is meant for the summarizer's own
+        # upstream, the one the user asked simulate to call.
+        call = build_complete(
+            client,
+            config.upstreams,
+            authorization=authorization,
+            authorization_for=request.upstream,
+        )
+        return await call(messages, request)
+
+    return Services(complete=complete, caches={MEMORY: MemoryCache()})
+
+
+# -- command -------------------------------------------------------------------------------
+def run(
+    config: Config, options: Options, *, transport: httpx.AsyncBaseTransport | None = None
+) -> int:
+    """`curator simulate`: print the report; on bad input, one line on stderr and status 1."""
+    try:
+        requests = read_requests(options.input, _read(options.input))
+        report = asyncio.run(_simulate(config, options, requests, transport))
+    except SimulateError as exc:
+        print(f"curator simulate: {exc}", file=sys.stderr)
+        return 1
+    print(render_json(report, options) if options.json else render_text(report, options))
+    return 0
+
+
+def _read(path: str) -> str:
+    try:
+        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SimulateError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SimulateError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+async def _simulate(
+    config: Config,
+    options: Options,
+    requests: Sequence[Request],
+    transport: httpx.AsyncBaseTransport | None,
+) -> Report:
+    if not options.allow_calls:
+        services = Services(complete=placeholder_complete, caches={MEMORY: MemoryCache()})
+        return await simulate(config, options, requests, services)
+    from proxy.upstream.client import (
+        open_client,  # only --allow-calls needs an HTTP client
+    )
+
+    async with open_client(transport) as client:
+        return await simulate(config, options, requests, calling_services(config, client))

@@ -1,0 +1,177 @@
+"""Rendering for `curator simulate`: the text report, its JSON form, and message diffs.
+
+The text report shows, per request, the budget, each curator's actions, tokens before and
+after, and the prefix-cache price of the original and the curated request; then totals.
+Diffs render messages as plain lines without indexes, so messages that were kept match
+and only what a curator removed, cut or inserted shows as changed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from policies.messages import Message, role, text_of
+from policies.prefix_cache import SequenceCost
+
+if TYPE_CHECKING:
+    from proxy.cli.simulate import Options, Outcome, Report
+
+
+def render_text(report: Report, options: Options) -> str:
+    source = "standard input" if options.input == "-" else options.input
+    lines = [f"curator simulate: {len(report.outcomes)} request(s) from {source}", ""]
+    for n, outcome in enumerate(report.outcomes):
+        lines += _request_lines(n, outcome, report, options)
+    return "\n".join(lines + _total_lines(report))
+
+
+def _request_lines(n: int, outcome: Outcome, report: Report, options: Options) -> list[str]:
+    request, budget, result = outcome.request, outcome.budget, outcome.result
+    route = f"route {outcome.route}, " if outcome.route is not None else ""
+    lines = [
+        f"request {n + 1} (line {request.line}): model {request.model or '(none)'}, "
+        f"{route}policy {outcome.policy}",
+        f"  budget: window {budget.context_window:,} - reply {budget.reserve_output:,} - "
+        f"tools {budget.tools:,} - margin {budget.margin:,} = "
+        f"{budget.messages:,} tokens for messages",
+    ]
+    if outcome.rejected is not None:
+        return [*lines, f"  REJECTED: {outcome.rejected}", ""]
+    if result is None:
+        return [*lines, f"  SKIPPED: {outcome.skipped}; the proxy forwards it unchanged", ""]
+    lines.append(f"  tokens: {_change(outcome.tokens_before, result.tokens_after)}")
+    lines += [
+        f"  {a.curator} {a.kind} {_indexes(a.indexes)} -{a.tokens_removed:,}: {a.reason}"
+        for a in result.actions
+    ] or ["  no curator changed anything"]
+    stats = outcome.summaries
+    if stats is not None and not options.allow_calls and stats.calls + stats.cache_hits:
+        lines.append("  summarizer: the summary is a PLACEHOLDER, no model was called")
+    lines += [f"  summarizer failed: {error}" for error in stats.errors] if stats else []
+    for label, costs in (("original", report.original), ("curated", report.curated)):
+        cost = costs.requests[n]
+        lines.append(
+            f"  {label + ':':<10}{cost.input_tokens:>9,} input, {cost.cached_tokens:>9,} "
+            f"cached -> {cost.cost:>11,.1f} units"
+        )
+    if options.diff:
+        lines += ["", *diff_lines(request.messages, result.messages)]
+    return [*lines, ""]
+
+
+def _total_lines(report: Report) -> list[str]:
+    done = [(o.tokens_before, o.result) for o in report.outcomes if o.result is not None]
+    counts: dict[str, int] = {}
+    for action in (a for _, r in done for a in r.actions):
+        counts[action.curator] = counts.get(action.curator, 0) + 1
+    before, after = sum(b for b, _ in done), sum(r.tokens_after for _, r in done)
+    pricing, original, curated = report.pricing, report.original, report.curated
+    rejected = sum(1 for o in report.outcomes if o.rejected is not None)
+    skipped = sum(1 for o in report.outcomes if o.skipped is not None)
+    lines = [
+        f"total: {len(report.outcomes)} request(s), {rejected} rejected, {skipped} skipped",
+        f"  message tokens: {_change(before, after)}",
+        "  actions: " + (", ".join(f"{k}={v}" for k, v in counts.items()) or "none"),
+        f"  prefix cache: cached input at {pricing.cached_price:g} of the input price, once "
+        f"a prefix of >= {pricing.min_tokens:,} tokens repeats (in steps of {pricing.increment})",
+        f"  {'':<10}{'input':>11} {'cached':>11} {'hit':>6} {'units':>13} {'cache saves':>13}",
+    ]
+    for label, cost in (("original", original), ("curated", curated)):
+        lines.append(
+            f"  {label:<10}{cost.input_tokens:>11,} {cost.cached_tokens:>11,} "
+            f"{cost.hit_ratio:>6.1%} {cost.cost:>13,.1f} {cost.input_tokens - cost.cost:>13,.1f}"
+        )
+    if original.cost:
+        lines.append(f"  curated costs {curated.cost / original.cost:.1%} of the original")
+    return lines
+
+
+def _change(before: int, after: int) -> str:
+    if before == after or not before:
+        return f"{before:,} -> {after:,}"
+    return f"{before:,} -> {after:,} ({(after - before) / before:+.1%})"
+
+
+def _indexes(indexes: Sequence[int]) -> str:
+    """`[2-9, 12]`: runs of consecutive message indexes collapsed."""
+    runs: list[list[int]] = []
+    for i in indexes:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return "[" + ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs) + "]"
+
+
+def diff_lines(original: Sequence[Message], curated: Sequence[Message]) -> list[str]:
+    """A unified diff of the messages as text; no indexes in it, so kept messages match."""
+    diff = difflib.unified_diff(
+        _readable(original), _readable(curated), "original", "curated", lineterm="", n=2
+    )
+    return list(diff) or ["(no difference)"]
+
+
+def _readable(messages: Sequence[Message]) -> list[str]:
+    lines: list[str] = []
+    for msg in messages:
+        ids = "".join(f" {k}={msg[k]}" for k in ("name", "tool_call_id") if msg.get(k))
+        lines.append(f"## {role(msg)}{ids}")
+        lines += [f"  {line}" for line in text_of(msg).splitlines()]
+        lines += [f"  [{part.get('type')} part]" for part in _items(msg.get("content"))]
+        for call in _items(msg.get("tool_calls")):
+            fn = call.get("function")
+            name, args = (
+                (fn.get("name"), fn.get("arguments")) if isinstance(fn, Mapping) else ("", "")
+            )
+            lines.append(f"  -> {name}({args}) id={call.get('id')}")
+    return lines
+
+
+def _items(value: object) -> list[Mapping[str, Any]]:
+    """The objects of a list (content parts but text, tool calls); [] for anything else."""
+    if not isinstance(value, list):
+        return []
+    return [v for v in value if isinstance(v, Mapping) and v.get("type") != "text"]
+
+
+def render_json(report: Report, options: Options) -> str:
+    requests = []
+    for n, o in enumerate(report.outcomes):
+        actions = o.result.actions if o.result is not None else ()
+        item: dict[str, Any] = {
+            "line": o.request.line,
+            "model": o.request.model,
+            "route": o.route,
+            "policy": o.policy,
+            "budget": asdict(o.budget),
+            "rejected": o.rejected,
+            "skipped": o.skipped,
+            "tokens_before": o.tokens_before,
+            "tokens_after": o.result.tokens_after if o.result is not None else None,
+            "actions": [asdict(a) for a in actions],
+            "summarizer": asdict(o.summaries) if o.summaries is not None else None,
+            "cost": {
+                "original": asdict(report.original.requests[n]),
+                "curated": asdict(report.curated.requests[n]),
+            },
+        }
+        if options.diff:
+            item["diff"] = "\n".join(diff_lines(o.request.messages, o.curated))
+        requests.append(item)
+    total = {"original": _totals(report.original), "curated": _totals(report.curated)}
+    data = {
+        "pricing": asdict(report.pricing),
+        "summaries_are_placeholders": not options.allow_calls,
+        "requests": requests,
+        "total": total,
+    }
+    return json.dumps(data, indent=2, ensure_ascii=False)
+
+
+def _totals(cost: SequenceCost) -> dict[str, float]:
+    keys = ("input_tokens", "cached_tokens", "cost", "hit_ratio")
+    return {key: getattr(cost, key) for key in keys}

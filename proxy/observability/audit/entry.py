@@ -1,0 +1,284 @@
+"""Audit entries (filled raw by the proxy) and records (redacted, ready for a sink).
+
+The proxy builds an `AuditEntry` with references to what it already has: the parsed
+message lists, the response accumulator or body, the client's Authorization value. All
+the work (assembling the response, redacting, serializing, hashing) happens in the writer
+thread through `RecordBuilder`. Redaction never fails open: if it raises, the record is
+written with every client or upstream string masked, or without that content at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import orjson
+
+from policies.base import Action
+from policies.messages import Message
+from proxy.observability.audit.redact import Redactor, mask
+from proxy.observability.audit.sse import Assembled, SSEAccumulator, assemble
+
+Kind = Literal["chat", "summarizer"]
+Response = SSEAccumulator | bytes | str | None
+Clean = Callable[[object], Any]
+"""Redaction, or masking when redaction failed."""
+ERROR_TEXT_LIMIT = 64 * 1024
+FIELD_ORDER = (
+    "id", "time", "kind", "parent_id", "route", "policy", "mode", "model", "client", "status",
+    "tokens_before", "tokens_after", "skip_reason", "actions", "latency_ms", "ttfb_ms",
+    "response", "error", "redaction",
+)  # fmt: skip
+"""Keys of `AuditRecord.fields` in the order records show them; messages come last."""
+
+
+@dataclass(slots=True)
+class AuditEntry:
+    """What the proxy knows about one request, unredacted; the writer thread does the rest.
+
+    The proxy fills it as the request progresses (status, timings, response) and submits it
+    once the response is complete. The message lists are referenced, never copied, and must
+    not be mutated afterwards (curators never mutate their input).
+    """
+
+    id: str
+    """The x-curator-request-id header."""
+    time: float
+    """When the request arrived, in seconds since the epoch."""
+    kind: Kind = "chat"
+    parent_id: str | None = None
+    """For a summarizer call: the id of the request it summarized for."""
+    route: str | None = None
+    policy: str | None = None
+    mode: str | None = None
+    """How the proxy handled the request, in its own words (e.g. "curated", "skipped")."""
+    model: str | None = None
+    authorization: str | None = None
+    """The client's Authorization (or api-key) value: only its fingerprint is stored."""
+    original: Sequence[Message] = ()
+    curated: Sequence[Message] | None = None
+    """What the upstream got; None when it got the original."""
+    actions: Sequence[Action] = ()
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    skip_reason: str | None = None
+    status: int | None = None
+    """The upstream's status, or the proxy's own when it answered (e.g. 502)."""
+    latency_ms: float | None = None
+    ttfb_ms: float | None = None
+    response: Response = None
+    """The relayed body: an accumulator for streams, the bytes otherwise, or plain text."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A redacted message as stored: canonical JSON bytes and their hash."""
+
+    digest: bytes
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """A redacted record: JSON-ready fields plus content-addressed messages."""
+
+    time: float
+    fields: dict[str, Any]
+    original: tuple[StoredMessage, ...]
+    curated: tuple[StoredMessage, ...] | None
+    """None when the upstream got the original messages."""
+
+    def to_json(self) -> bytes:
+        """One self-contained JSON object (full messages, not hashes)."""
+        curated = self.original if self.curated is None else self.curated
+        return orjson.dumps(
+            {
+                **self.fields,
+                "original": [orjson.Fragment(m.data) for m in self.original],
+                "curated": [orjson.Fragment(m.data) for m in curated],
+            }
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = orjson.loads(self.to_json())
+        return data
+
+
+def message_digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def key_fingerprint(authorization: str | None) -> str | None:
+    """`sha256:` + 12 hex digits of the bearer token, so clients can be told apart."""
+    if not authorization or not authorization.strip():
+        return None
+    value = authorization.strip()
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        value = token.strip()
+    return "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def iso_time(epoch: float) -> str:
+    stamp = datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
+    return stamp.replace("+00:00", "Z")
+
+
+def parse_iso(stamp: str) -> float:
+    """Seconds since the epoch for an ISO-8601 time; one without a zone is taken as UTC."""
+    when = datetime.fromisoformat(stamp.replace("Z", "+00:00").replace("z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
+
+
+@dataclass(slots=True)
+class _MessageCache:
+    """LRU of redacted messages keyed by the raw message's hash, bounded in bytes.
+
+    Agents resend their whole history every turn; without this the writer would redact
+    the same messages again on every request.
+    """
+
+    max_bytes: int
+    size: int = 0
+    items: OrderedDict[bytes, StoredMessage] = field(default_factory=OrderedDict)
+
+    def get(self, key: bytes) -> StoredMessage | None:
+        hit = self.items.get(key)
+        if hit is not None:
+            self.items.move_to_end(key)
+        return hit
+
+    def put(self, key: bytes, value: StoredMessage) -> None:
+        if len(value.data) > self.max_bytes // 4:
+            return
+        self.items[key] = value
+        self.size += len(value.data)
+        while self.size > self.max_bytes:
+            _, old = self.items.popitem(last=False)
+            self.size -= len(old.data)
+
+
+class RecordBuilder:
+    """Turns entries into redacted records. Used by the writer thread only."""
+
+    def __init__(
+        self,
+        redactor: Redactor,
+        *,
+        store_responses: bool = True,
+        cache_bytes: int = 32 * 1024 * 1024,
+    ) -> None:
+        self.redactor = redactor
+        self.store_responses = store_responses
+        self._cache = _MessageCache(cache_bytes)
+        self.last_failure: str | None = None
+        """Why the last masked record could not be redacted (the writer logs it)."""
+
+    def build(self, entry: AuditEntry) -> AuditRecord:
+        fields = _metadata(entry)
+        try:
+            return self._content(entry, fields, self.redactor.value, cached=True)
+        except Exception as exc:  # never write raw content because redaction broke
+            # The type only: an exception message may quote the text being redacted.
+            self.last_failure = type(exc).__name__
+        fields["redaction"] = "failed"
+        try:
+            return self._content(entry, fields, mask, cached=False)
+        except Exception:  # even masking failed: keep only what the proxy itself assigned
+            return AuditRecord(entry.time, {k: fields.get(k) for k in FIELD_ORDER}, (), None)
+
+    def _content(
+        self, entry: AuditEntry, fields: dict[str, Any], clean: Clean, *, cached: bool
+    ) -> AuditRecord:
+        original = tuple(self._message(m, clean, cached) for m in entry.original)
+        curated = None
+        if entry.curated is not None:
+            curated = tuple(self._message(m, clean, cached) for m in entry.curated)
+            if curated == original:
+                curated = None
+        response, error = self._response(entry)
+        content = {
+            "model": entry.model,
+            "skip_reason": entry.skip_reason,
+            "actions": [_action(a) for a in entry.actions],
+            "response": response,
+            "error": error,
+        }
+        merged = {**fields, **clean(content)}
+        return AuditRecord(entry.time, {k: merged[k] for k in FIELD_ORDER}, original, curated)
+
+    def _message(self, msg: Message, clean: Clean, cached: bool) -> StoredMessage:
+        key = message_digest(orjson.dumps(msg, option=orjson.OPT_SORT_KEYS)) if cached else b""
+        hit = self._cache.get(key) if cached else None
+        if hit is not None:
+            return hit
+        # orjson's result keeps a 4 KiB allocation whatever its length; the cache holds
+        # an exact-size copy, so its byte budget is what it really uses.
+        data = bytes(memoryview(orjson.dumps(clean(msg), option=orjson.OPT_SORT_KEYS)))
+        stored = StoredMessage(message_digest(data), data)
+        if cached:
+            self._cache.put(key, stored)
+        return stored
+
+    def _response(self, entry: AuditEntry) -> tuple[dict[str, Any] | None, Any]:
+        body = entry.response
+        if body is None:
+            return None, None
+        if entry.status is not None and entry.status >= 400:
+            return None, _error_body(body)
+        if not self.store_responses:
+            return None, None
+        if isinstance(body, str):
+            parsed = Assembled(body, [], None, None)
+        elif isinstance(body, SSEAccumulator):
+            parsed = body.assemble()
+        else:
+            parsed = assemble(body)
+        truncated = isinstance(body, SSEAccumulator) and body.truncated
+        return {**parsed._asdict(), "truncated": truncated}, None
+
+
+def _metadata(entry: AuditEntry) -> dict[str, Any]:
+    """The fields the proxy assigned itself: never client text, so never redacted."""
+    return {
+        "id": entry.id,
+        "time": iso_time(entry.time),
+        "kind": entry.kind,
+        "parent_id": entry.parent_id,
+        "route": entry.route,
+        "policy": entry.policy,
+        "mode": entry.mode,
+        "client": key_fingerprint(entry.authorization),
+        "tokens_before": entry.tokens_before,
+        "tokens_after": entry.tokens_after,
+        "status": entry.status,
+        "latency_ms": entry.latency_ms,
+        "ttfb_ms": entry.ttfb_ms,
+        "redaction": "ok",
+    }
+
+
+def _action(action: Action) -> dict[str, Any]:
+    return {
+        "curator": action.curator,
+        "kind": action.kind,
+        "indexes": list(action.indexes),
+        "tokens_removed": action.tokens_removed,
+        "reason": action.reason,
+    }
+
+
+def _error_body(body: SSEAccumulator | bytes | str) -> Any:
+    if isinstance(body, str):
+        return body[:ERROR_TEXT_LIMIT]
+    data = body.data() if isinstance(body, SSEAccumulator) else body
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data[:ERROR_TEXT_LIMIT].decode("utf-8", "replace")

@@ -1,0 +1,124 @@
+"""JSONL audit sink: one self-contained JSON object per line, for log shippers.
+
+Each line goes out in a single write() on a descriptor opened with O_APPEND, so several
+worker processes appending to one file never interleave their lines. Path "-" writes to
+stdout (containers); there a line longer than the pipe buffer (PIPE_BUF, 4 KB on Linux)
+may still be split by other writers, which is the pipe's limit, not ours.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import orjson
+
+from proxy.config.audit import STDOUT
+from proxy.observability.audit.entry import AuditRecord, parse_iso
+
+
+class JsonlSink:
+    """Appends records as JSON lines to a file (or stdout). Used by one thread only."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def _descriptor(self) -> int:
+        # Opened lazily in the writer thread; a failure is retried on the next record.
+        if self._fd is None:
+            if self.path == STDOUT:
+                self._fd = 1
+            else:
+                flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+                self._fd = os.open(self.path, flags, 0o600)
+        return self._fd
+
+    def write(self, record: AuditRecord) -> None:
+        self.write_many((record,))
+
+    def write_many(self, records: Sequence[AuditRecord]) -> None:
+        fd = self._descriptor()
+        for record in records:
+            # One write() a line, never one for several: other workers' lines may land
+            # between any two.
+            line = record.to_json() + b"\n"
+            written = os.write(fd, line)
+            # A regular file takes the whole line or fails; a pipe may take part of it.
+            while written < len(line):
+                written += os.write(fd, line[written:])
+
+    def prune(self, now: float | None = None) -> int:  # noqa: ARG002 (the Sink protocol)
+        """JSONL files are rotated by the log tooling that reads them; nothing to do here."""
+        return 0
+
+    def close(self) -> None:
+        if self._fd is not None and self._fd != 1:
+            os.close(self._fd)
+        self._fd = None
+
+
+class JsonlReader:
+    """Reads a JSONL audit file back as dicts for `curator audit` (lines that fail to parse,
+    such as a last line cut short by a crash, are skipped)."""
+
+    def __init__(self, path: str) -> None:
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"no audit log at {path}")
+        self.path = path
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        with open(self.path, "rb") as handle:
+            for line in handle:
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(record, dict):
+                    yield record
+
+    def summaries(self, *, limit: int, route: str | None = None) -> list[dict[str, Any]]:
+        """The newest records, newest first, without their messages."""
+        matching = (_summary(r) for r in self.records() if route is None or r.get("route") == route)
+        # nlargest keeps memory at `limit` records, however long the file.
+        return heapq.nlargest(limit, matching, key=_when)
+
+    def get(self, record_id: str) -> dict[str, Any] | None:
+        exact: dict[str, Any] | None = None
+        prefixed: list[dict[str, Any]] = []
+        for record in self.records():
+            rid = str(record.get("id", ""))
+            if rid == record_id:
+                exact = record
+            elif rid.startswith(record_id):
+                prefixed.append(record)
+        if exact is not None or not prefixed:
+            return exact
+        if len(prefixed) > 1:
+            raise LookupError(f"several records have ids starting with {record_id!r}")
+        return prefixed[0]
+
+    def between(self, since: float, until: float | None = None) -> Iterator[dict[str, Any]]:
+        end = float("inf") if until is None else until
+        for record in self.records():
+            if since <= _when(record) < end:
+                yield record
+
+    def close(self) -> None:
+        """Nothing is held open between calls."""
+
+
+def _summary(record: dict[str, Any]) -> dict[str, Any]:
+    original = record.pop("original", None) or []
+    curated = record.pop("curated", None) or []
+    return {**record, "messages": len(original), "curated_messages": len(curated)}
+
+
+def _when(record: dict[str, Any]) -> float:
+    """The record's time; a line this proxy did not write counts as older than all others."""
+    try:
+        return parse_iso(str(record.get("time")))
+    except ValueError:
+        return float("-inf")

@@ -1,0 +1,262 @@
+"""The audit writer: a bounded queue drained by one background thread, off the request path.
+
+`submit` runs on the request path, so it never blocks and never raises: when the queue is
+full the entry is dropped and counted. Building the record (assembling the response,
+redaction, serialization) and writing it happen in the thread, in batches: woken by an
+entry, the thread lets `batch_window_s` pass, then builds everything queued and writes it
+in one go (one SQLite transaction). Measured on small requests at ~4,000/s, one
+transaction and one thread wake-up per record cost ~150 us of CPU per request on the
+proxy's core; batched, ~20 us. A failing sink (full disk,
+unwritable path) counts records as failed and logs loudly, at a bounded rate; the proxy
+keeps serving. Create one writer per process (in the app's lifespan): threads do not
+survive the fork that starts `--workers`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from proxy.config.audit import AuditConfig
+from proxy.observability.audit.entry import AuditEntry, AuditRecord, RecordBuilder
+from proxy.observability.audit.redact import Redactor
+from proxy.observability.audit.sinks import Sink, open_sink
+
+log = logging.getLogger("curator.audit")
+
+Outcome = Literal["written", "dropped", "failed"]
+PRUNE_INTERVAL_S = 300.0
+LOG_INTERVAL_S = 60.0
+BATCH_WINDOW_S = 0.02
+"""How long the thread waits, once woken, for more entries to write with the first."""
+BATCH_MAX = 1000
+YIELD_AFTER_S = 0.0005
+"""Longest stretch the thread builds records without offering the GIL to the event loop.
+Without it a request arriving meanwhile waits up to a whole switch interval (5 ms):
+measured +58% p50 at 1,000 small requests/s. Yielding after every record instead costs
+~20% of throughput flat out in GIL hand-offs."""
+
+
+@dataclass(frozen=True, slots=True)
+class AuditStats:
+    """Counters for the metrics layer: records written, dropped (queue full), failed."""
+
+    written: int
+    dropped: int
+    failed: int
+    queue_depth: int
+
+
+class RateLimitedLog:
+    """Logs each kind of message at most once per interval, saying how many it held back."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval_s: float = LOG_INTERVAL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._interval = interval_s
+        self._clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, key: str, level: int, message: str, *args: object) -> None:
+        with self._lock:
+            now = self._clock()
+            last = self._last.get(key)
+            if last is not None and now - last < self._interval:
+                self._held[key] = self._held.get(key, 0) + 1
+                return
+            self._last[key] = now
+            held = self._held.pop(key, 0)
+        if held:
+            message += f" ({held} more like this since the last report)"
+        self._logger.log(level, message, *args)
+
+
+class AuditWriter:
+    """Queues audit entries and writes them from one background thread."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        builder: RecordBuilder,
+        *,
+        max_queue: int = 10_000,
+        prune_interval_s: float = PRUNE_INTERVAL_S,
+        batch_window_s: float = BATCH_WINDOW_S,
+        on_outcome: Callable[[Outcome], None] | None = None,
+        report: RateLimitedLog | None = None,
+    ) -> None:
+        self._sink = sink
+        self._builder = builder
+        self._queue: queue.Queue[AuditEntry | None] = queue.Queue(max_queue)
+        self._prune_interval = prune_interval_s
+        self._batch_window = batch_window_s
+        self._on_outcome = on_outcome
+        self._report = report or RateLimitedLog(log)
+        self._counts: dict[Outcome, int] = {"written": 0, "dropped": 0, "failed": 0}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="curator-audit", daemon=True)
+        self._thread.start()
+
+    def submit(self, entry: AuditEntry) -> bool:
+        """Queue an entry; False (and counted as dropped) if the queue is full or closed."""
+        try:
+            if not self._closed:
+                self._queue.put_nowait(entry)
+                return True
+            reason = "the audit writer is closed"
+        except queue.Full:
+            reason = f"the audit queue is full ({self._queue.maxsize} records)"
+        except Exception as exc:  # the request path must never see an audit error
+            reason = f"unexpected {type(exc).__name__}"
+        self._count("dropped")
+        self._report("dropped", logging.WARNING, "audit: record dropped: %s", reason)
+        return False
+
+    def queue_depth(self) -> int:
+        return self._queue.qsize()
+
+    def stats(self) -> AuditStats:
+        with self._lock:
+            counts = dict(self._counts)
+        return AuditStats(
+            counts["written"], counts["dropped"], counts["failed"], self._queue.qsize()
+        )
+
+    def close(self, timeout: float = 10.0) -> bool:
+        """Write what is queued, then stop. False if that did not finish within `timeout`."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            already, self._closed = self._closed, True
+        if not already:
+            # A queue still full at the deadline means the thread is stuck: join reports it.
+            with contextlib.suppress(queue.Full):
+                self._queue.put(None, timeout=timeout)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            log.error(
+                "audit: %d records still queued at shutdown were not written",
+                self._queue.qsize(),
+            )
+            return False
+        # A submit racing with close can land behind the stop marker: count it, not lose it.
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._queue.get_nowait()
+                self._count("dropped")
+        return True
+
+    def _run(self) -> None:
+        next_prune = time.monotonic()
+        try:
+            while True:
+                wait = max(0.0, next_prune - time.monotonic())
+                try:
+                    batch = self._take(wait)
+                except queue.Empty:
+                    batch = []  # time to prune
+                stop = bool(batch) and batch[-1] is None
+                entries = [entry for entry in batch if entry is not None]
+                if entries:
+                    self._write(entries)
+                if stop:
+                    break
+                if time.monotonic() >= next_prune:
+                    self._prune()
+                    next_prune = time.monotonic() + self._prune_interval
+        finally:
+            self._close_sink()
+
+    def _take(self, wait: float) -> list[AuditEntry | None]:
+        """The next batch: what the window gathered after the first entry (None, the stop
+        marker, ends a batch). Raises queue.Empty when nothing came within `wait`."""
+        batch = [self._queue.get(timeout=wait)]
+        if batch[0] is None:
+            return batch
+        time.sleep(self._batch_window)
+        with contextlib.suppress(queue.Empty):
+            while len(batch) < BATCH_MAX and batch[-1] is not None:
+                batch.append(self._queue.get_nowait())
+        return batch
+
+    def _write(self, entries: Sequence[AuditEntry]) -> None:
+        records: list[AuditRecord] = []
+        yielded = time.perf_counter()
+        for entry in entries:
+            if time.perf_counter() - yielded > YIELD_AFTER_S:
+                time.sleep(0)  # hands the GIL over to the event loop, if it waits for it
+                yielded = time.perf_counter()
+            try:
+                record = self._builder.build(entry)
+            except Exception as exc:  # one bad entry must not cost the others
+                self._failed(exc)
+                continue
+            if record.fields.get("redaction") == "failed":
+                self._report(
+                    "masked",
+                    logging.ERROR,
+                    "audit: redaction failed (%s); request %s is stored with its text masked",
+                    self._builder.last_failure,
+                    entry.id,
+                )
+            records.append(record)
+        if not records:
+            return
+        try:
+            self._sink.write_many(records)
+        except Exception as exc:  # a full disk must not take the proxy down with it
+            for _ in records:
+                self._failed(exc)
+            return
+        for _ in records:
+            self._count("written")
+
+    def _failed(self, exc: Exception) -> None:
+        self._count("failed")
+        self._report("failed", logging.ERROR, "audit: writing a record failed: %s", exc)
+
+    def _prune(self) -> None:
+        try:
+            self._sink.prune()
+        except Exception as exc:  # retention is retried at the next interval
+            self._report("prune", logging.ERROR, "audit: retention failed: %s", exc)
+
+    def _close_sink(self) -> None:
+        try:
+            self._sink.close()
+        except Exception as exc:  # shutting down anyway; say why the file may be unclean
+            log.error("audit: closing the sink failed: %s", exc)
+
+    def _count(self, outcome: Outcome) -> None:
+        with self._lock:
+            self._counts[outcome] += 1
+        if self._on_outcome is not None:
+            try:
+                self._on_outcome(outcome)
+            except Exception as exc:  # a metrics bug must not break auditing or requests
+                self._report("callback", logging.ERROR, "audit: outcome callback failed: %s", exc)
+
+
+def open_audit(
+    config: AuditConfig, *, on_outcome: Callable[[Outcome], None] | None = None
+) -> AuditWriter | None:
+    """A running writer for `config`, or None when auditing is off (`sink: none`)."""
+    if not config.enabled:
+        return None
+    redactor = Redactor.build(builtin=config.redact.builtin, custom=config.redact.patterns)
+    builder = RecordBuilder(redactor, store_responses=config.store_responses)
+    return AuditWriter(
+        open_sink(config), builder, max_queue=config.max_queue, on_outcome=on_outcome
+    )

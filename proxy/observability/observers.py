@@ -1,0 +1,259 @@
+"""The audit log and the metrics, wired to the app: opened per worker, fed by exchange records.
+
+`open_observability` runs in the app's lifespan, so every worker process gets its own audit
+writer thread (threads do not survive the fork/spawn that starts `--workers`) and its own
+metric families. On shutdown the writer gets `AUDIT_CLOSE_TIMEOUT_S` to write what is
+queued, and a multiprocess worker drops its live gauges.
+
+`AuditObserver` turns a finished chat exchange into one audit entry, plus one per model call
+a summarizer made for it (kind "summarizer", linked by `parent_id`). It only references what
+the exchange already holds; copying, assembling, redacting and writing happen in the writer
+thread. Non-chat paths and `mode: off` routes get no audit record; metrics count them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from proxy.config.loader import Config
+from proxy.errors import ProxyError
+from proxy.observability.audit.entry import AuditEntry
+from proxy.observability.audit.writer import AuditWriter, Outcome, open_audit
+from proxy.observability.exchange import ExchangeRecord, Observer, SummaryCall, new_id
+from proxy.observability.metrics.families import Metrics
+from proxy.observability.metrics.labels import labels_for
+from proxy.observability.metrics.multiproc import mark_worker_dead
+from proxy.serving.admin import admin_listener
+
+log = logging.getLogger("curator.observers")
+
+AUDIT_CLOSE_TIMEOUT_S = 5.0
+"""How long shutdown waits for queued audit records to be written."""
+PUBLISH_INTERVAL_S = 0.5
+"""Multiprocess mode: how often a worker's counts reach the shared metric files."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observability:
+    """What the lifespan opened: the metrics and audit writer (None when off), and the
+    observers every exchange is handed to."""
+
+    metrics: Metrics | None
+    audit: AuditWriter | None
+    observers: tuple[Observer, ...]
+
+    def config_reloaded(self, result: str, config: Config | None) -> None:
+        """`reloading(on_reload=...)`: count the reload; a good one brings new label values."""
+        if self.metrics is not None:
+            labels = labels_for(config) if config is not None else None
+            self.metrics.config_reloaded(result == "ok", labels)
+
+    def tokenizer_fallback(self, _encoding: str) -> None:
+        """`TokenCounter(on_fallback=...)`: an encoding is estimated, not loaded."""
+        if self.metrics is not None:
+            self.metrics.tokenizer_fallback.inc()
+
+
+@asynccontextmanager
+async def open_observability(
+    config: Config, extra: Sequence[Observer] = ()
+) -> AsyncIterator[Observability]:
+    """Metrics, the audit writer and the admin listener for this process; closed on exit."""
+    metrics = Metrics(labels_for(config)) if config.metrics.enabled else None
+    audit = _open_writer(config, metrics)
+    observers: list[Observer] = list(extra)
+    if metrics is not None:
+        observers.append(metrics.observe)
+    if audit is not None:
+        observers.append(AuditObserver(audit, metrics))
+    async with AsyncExitStack() as stack:
+        if audit is not None:
+            stack.push_async_callback(_close_writer, audit)
+        if metrics is not None and metrics.multiprocess_dir:
+            # Only this worker's live gauges (in-flight, queue depth) go; counters stay.
+            stack.callback(mark_worker_dead, os.getpid())
+            stack.callback(metrics.publish)  # runs first: the last counts reach the files
+            publisher = asyncio.get_running_loop().create_task(_publishing(metrics))
+            stack.callback(publisher.cancel)
+        if metrics is not None and config.metrics.port is not None:
+            await stack.enter_async_context(
+                admin_listener(
+                    config.metrics.host or config.server.host,
+                    config.metrics.port,
+                    config.metrics.path,
+                    metrics.render,
+                    reuse_port=bool(metrics.multiprocess_dir),
+                )
+            )
+        yield Observability(metrics, audit, tuple(observers))
+
+
+async def _publishing(metrics: Metrics) -> None:
+    """Multiprocess mode: this worker's counts reach the shared files twice a second (see
+    `proxy.observability.metrics.loop`), so any worker's scrape sees them."""
+    while True:
+        await asyncio.sleep(PUBLISH_INTERVAL_S)
+        metrics.publish()
+
+
+def _open_writer(config: Config, metrics: Metrics | None) -> AuditWriter | None:
+    if not config.audit.enabled:
+        return None
+    holder: list[AuditWriter] = []
+
+    def on_outcome(outcome: Outcome) -> None:
+        if metrics is not None:
+            depth = holder[0].queue_depth() if holder else 0
+            metrics.audit_outcome(outcome, depth)
+
+    writer = open_audit(config.audit, on_outcome=on_outcome)
+    if writer is not None:
+        holder.append(writer)
+        log.info("audit log: %s %s", config.audit.sink, config.audit.path)
+    return writer
+
+
+async def _close_writer(writer: AuditWriter) -> None:
+    # Joining the writer thread blocks; other lifespans and connections keep the loop.
+    await asyncio.to_thread(writer.close, AUDIT_CLOSE_TIMEOUT_S)
+
+
+def metrics_routes(config: Config) -> list[Route]:
+    """`GET <metrics.path>` on the main listener, when enabled there (no admin port)."""
+    if not config.metrics.enabled or config.metrics.port is not None:
+        return []
+    return [Route(config.metrics.path, _scrape, methods=["GET"])]
+
+
+async def _scrape(request: Request) -> Response:
+    metrics: Metrics | None = request.state.edge.current.metrics
+    if metrics is None:
+        return Response(status_code=404)
+    # Multiprocess mode reads every worker's files: off the event loop.
+    body, content_type = await asyncio.to_thread(metrics.render)
+    return Response(body, headers={"content-type": content_type})
+
+
+class AuditObserver:
+    """Submits the audit entries of a finished chat exchange (never blocks, never raises)."""
+
+    __slots__ = ("_metrics", "_writer")
+
+    def __init__(self, writer: AuditWriter, metrics: Metrics | None) -> None:
+        self._writer = writer
+        self._metrics = metrics
+
+    def __call__(self, record: ExchangeRecord) -> None:
+        if record.mode is None or record.mode == "off":
+            return
+        for call in record.summary_calls:
+            self._writer.submit(summary_entry(record, call))
+        self._writer.submit(chat_entry(record))
+        if self._metrics is not None:
+            self._metrics.audit_queue_depth.set(self._writer.queue_depth())
+
+
+def chat_entry(record: ExchangeRecord) -> AuditEntry:
+    """The audit entry of a chat request: what the client sent, what the model saw, the reply."""
+    original = record.original if record.original is not None else _sent_messages(record)
+    curated = record.curated if record.curated is not record.original else None
+    return AuditEntry(
+        id=record.id,
+        time=record.started_at,
+        route=record.route,
+        policy=record.policy,
+        mode=_audit_mode(record),
+        model=record.model,
+        authorization=record.authorization,
+        original=original,
+        curated=curated,
+        actions=record.actions,
+        tokens_before=record.tokens_before,
+        tokens_after=record.tokens_after,
+        skip_reason=record.skipped,
+        status=record.status,
+        latency_ms=record.latency_s * 1000,
+        ttfb_ms=record.ttfb_s * 1000 if record.ttfb_s is not None else None,
+        response=_response(record),
+    )
+
+
+def _audit_mode(record: ExchangeRecord) -> str:
+    """How the proxy handled the request, as the audit log says it."""
+    if record.mode == "shadow":
+        return "shadow"
+    return "skipped" if record.skipped is not None else "curated"
+
+
+def _sent_messages(record: ExchangeRecord) -> Sequence[Any]:
+    """A skipped request's messages as sent (whatever their shape), if it had a list."""
+    messages = record.body.get("messages") if record.body is not None else None
+    return messages if isinstance(messages, list) else ()
+
+
+def _response(record: ExchangeRecord) -> Any:
+    if record.response is not None and record.response.size:
+        return record.response
+    if record.error is not None and record.status is not None and record.status >= 400:
+        return record.error  # the proxy's own error (e.g. upstream_timeout): its code
+    return None
+
+
+def summary_entry(record: ExchangeRecord, call: SummaryCall) -> AuditEntry:
+    """A summarizer's model call, linked to the request it summarized for."""
+    status, response = _call_outcome(call)
+    return AuditEntry(
+        id=new_id(),
+        time=call.started_at,
+        kind="summarizer",
+        parent_id=record.id,
+        route=record.route,
+        policy=record.policy,
+        mode="summary",
+        model=call.request.model,
+        authorization=record.authorization,
+        original=call.messages,
+        status=status,
+        latency_ms=call.latency_s * 1000,
+        response=response,
+    )
+
+
+def _call_outcome(call: SummaryCall) -> tuple[int, bytes | str]:
+    """The call's status and answer, the answer in chat.completion shape so usage is kept."""
+    if call.completion is not None:
+        completion = call.completion
+        body = {
+            "object": "chat.completion",
+            "model": call.request.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": completion.text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": completion.prompt_tokens,
+                "completion_tokens": completion.completion_tokens,
+                "total_tokens": completion.prompt_tokens + completion.completion_tokens,
+            },
+        }
+        return 200, orjson.dumps(body)
+    error = call.error
+    if isinstance(error, ProxyError):
+        return error.status, error.code
+    if isinstance(error, TimeoutError | asyncio.CancelledError):
+        return 504, "the summary call timed out"
+    return 502, f"{type(error).__name__}: {error}"

@@ -1,0 +1,96 @@
+"""URL and header hygiene between the client and the upstream.
+
+URL mapping: a request for `/v1/<rest>?<query>` goes to `<base_url>/<rest>?<query>`, with
+`<rest>` and `<query>` kept byte for byte (still percent-encoded). `base_url` has no
+trailing slash and, for OpenAI, already ends in `/v1`.
+
+Headers: hop-by-hop headers (RFC 9110 7.6.1: Connection, Keep-Alive, Proxy-*, TE,
+Trailer(s), Transfer-Encoding, Upgrade, and any header named in Connection) are dropped
+in both directions. Requests also lose the client's `x-curator-*` control headers, Host
+and Content-Length (the client library sets both for the upstream) and Expect (the
+proxy has already read the whole body). Everything else passes unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+from urllib.parse import quote
+
+from proxy.upstream.client import Headers
+
+HOP_BY_HOP = frozenset(
+    (b"connection", b"keep-alive", b"te", b"trailer", b"trailers", b"transfer-encoding", b"upgrade")
+)
+REQUEST_DROPS = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
+DROPPED_PREFIXES = (b"proxy-", b"x-curator-")
+"""Proxy-* is hop-by-hop; x-curator-* are the client's control headers for this proxy."""
+EVENT_STREAM = b"text/event-stream"
+PLAIN_CONNECTION = frozenset((b"keep-alive", b"Keep-Alive", b"close", b"Close"))
+"""Connection values that name no header beyond the hop-by-hop ones."""
+
+
+def upstream_url(base_url: str, raw_path: bytes | None, path: str, query: bytes) -> str:
+    """`/v1/<rest>` -> `<base_url>/<rest>`, query string appended unchanged.
+
+    The raw path keeps the client's percent-encoding; the decoded path is re-quoted only
+    when the server gives no raw path or one that does not start with `/v1/`.
+    """
+    if raw_path is not None and raw_path.startswith(b"/v1/"):
+        rest = raw_path[3:].decode("latin-1")
+    else:
+        rest = quote(path[3:], safe="/:@!$&'()*+,;=-._~")
+    url = base_url + rest
+    return f"{url}?{query.decode('latin-1')}" if query else url
+
+
+class ResponseHead(NamedTuple):
+    """The response headers to relay, and what the relay needs to know from them."""
+
+    headers: list[tuple[bytes, bytes]]
+    event_stream: bool
+    content_length: int | None
+
+
+def request_headers(headers: Headers, api_key: str | None) -> list[tuple[bytes, bytes]]:
+    """The client's headers as the upstream should see them (see the module docstring).
+
+    Names arrive lower-cased, as the ASGI spec has servers deliver them.
+    """
+    drop = REQUEST_DROPS
+    for name, value in headers:
+        if name == b"connection":
+            drop = drop | _tokens(value)
+    if api_key:
+        drop = drop | {b"authorization"}
+    out = [(n, v) for n, v in headers if n not in drop and not n.startswith(DROPPED_PREFIXES)]
+    if api_key:
+        out.append((b"authorization", b"Bearer " + api_key.encode("latin-1")))
+    return out
+
+
+def response_head(headers: Headers) -> ResponseHead:
+    """The upstream's headers minus hop-by-hop ones, names lower-cased as ASGI wants."""
+    out: list[tuple[bytes, bytes]] = []
+    named: frozenset[bytes] = frozenset()
+    event_stream, length = False, None
+    for raw_name, value in headers:
+        name = raw_name.lower()
+        if name in HOP_BY_HOP or name.startswith(b"proxy-"):
+            if name == b"connection":
+                named |= _tokens(value)
+            continue
+        if name == b"content-type":
+            event_stream = value.lower().startswith(EVENT_STREAM)
+        elif name == b"content-length":
+            length = int(value) if value.isdigit() else None
+        out.append((name, value))
+    if named - HOP_BY_HOP:  # rare: Connection names an end-to-end-looking header
+        out = [(n, v) for n, v in out if n not in named]
+    return ResponseHead(out, event_stream, length)
+
+
+def _tokens(value: bytes) -> frozenset[bytes]:
+    """The header names a Connection header lists (lower-cased)."""
+    if value in PLAIN_CONNECTION:  # nearly every message: nothing beyond HOP_BY_HOP
+        return frozenset()
+    return frozenset(t.strip().lower() for t in value.split(b","))

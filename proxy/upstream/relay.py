@@ -1,0 +1,267 @@
+"""Forwarding: the one place transport errors are mapped, and the relay (URL and header
+hygiene: `proxy.upstream.hygiene`).
+
+Relay: response headers go to the client as soon as they arrive, then each body chunk as
+it is read, with no re-framing. A watcher on the client's connection cancels the exchange
+as soon as the client leaves (after the first 20 ms), which closes the upstream request
+or response. When the audit log wants the body, `Relay.tap` gets each chunk as it goes
+by (an append to a list; parsing happens in the audit writer's thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from time import perf_counter
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+import httpx
+from starlette.types import Receive, Send
+
+from proxy.errors import ProxyError, upstream_failed, upstream_timeout, upstream_unreachable
+from proxy.observability.audit.sse import SSEAccumulator
+from proxy.observability.exchange import Outcome
+from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
+from proxy.upstream.hygiene import response_head
+
+log = logging.getLogger("curator.forward")
+
+SSE_BOUNDARIES = (b"\n\n", b"\r\r", b"\r\n\r\n")
+WATCH_AFTER_S = 0.02
+"""How long an exchange runs before a task starts watching for the client leaving."""
+
+
+# -- error mapping: the one place transport errors become proxy errors -----------------
+UPSTREAM_ERRORS = (TimeoutError, aiohttp.ClientError, httpx.TransportError, OSError)
+
+
+def map_upstream_error(exc: BaseException) -> ProxyError | None:
+    """The proxy error for an aiohttp/httpx/socket failure, None for anything else."""
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return upstream_timeout()
+    if isinstance(exc, aiohttp.ClientConnectorError | httpx.ConnectError):
+        return upstream_unreachable()
+    if isinstance(exc, UPSTREAM_ERRORS):
+        return upstream_failed()
+    return None
+
+
+class MapUpstreamErrors:
+    """Context manager raising `map_upstream_error(exc) from exc` for transport failures.
+
+    A class rather than @contextmanager: it wraps every read of every stream, and this
+    form costs a fraction of a generator-based one.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None:
+            mapped = map_upstream_error(exc)
+            if mapped is not None:
+                raise mapped from exc
+
+
+def _cause(err: ProxyError) -> str:
+    cause = err.__cause__
+    return f"{type(cause).__name__}: {cause}" if cause is not None else err.code
+
+
+class StreamAborted(Exception):
+    """The upstream failed mid-body on a non-SSE response: the client connection must drop.
+
+    A truncated body must not look complete, and ASGI can only abort a response by the
+    application raising, so this propagates to the server on purpose.
+    """
+
+
+# -- the relay --------------------------------------------------------------------------
+@dataclass(slots=True)
+class Relay:
+    """What happened while forwarding one request; filled in as the exchange runs."""
+
+    request_id: str
+    """For log lines."""
+    status: int | None = None
+    first_byte_at: float | None = None
+    outcome: Outcome = "ok"
+    error: str | None = None
+    complete: bool = False
+    """The final body message has been handed to the server."""
+    tap: SSEAccumulator | None = None
+    """Set by the app when the audit log wants the body: gets every relayed body chunk."""
+    tap_errors_only: bool = False
+    """Keep the tap for error statuses (>= 400) only (the audit stores no responses)."""
+
+
+async def forward(
+    client: UpstreamClient,
+    request: UpstreamRequest,
+    receive: Receive,
+    send: Send,
+    extra_headers: Sequence[tuple[bytes, bytes]],
+    relay: Relay,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> None:
+    """Send `request` upstream and relay the response to the ASGI `send`, noting in `relay`
+    what happened. `loop` is the running loop, when the caller has it at hand: finding it
+    costs a getpid() system call (see `Edge.loop`).
+
+    Raises `ProxyError` when the upstream fails before its response starts (nothing has
+    been sent to the client yet), and `StreamAborted` as described there. A client that
+    leaves makes this return early with outcome `client_disconnect`.
+    """
+    loop = loop or asyncio.get_running_loop()
+    task = asyncio.current_task(loop)
+    if task is None:
+        raise RuntimeError("forward() must run inside an asyncio task")
+    watcher = _Watcher(loop, receive, task, relay)
+    try:
+        await _exchange(client, request, send, extra_headers, relay)
+    except asyncio.CancelledError:
+        if relay.outcome == "client_disconnect" and task.uncancel() == 0:
+            return  # our own cancellation; the upstream side is closed by now
+        raise
+    except ProxyError as err:
+        relay.outcome, relay.error = "upstream_error", err.code
+        log.warning(
+            "request %s: upstream failed (%s): answered %s", relay.request_id, _cause(err), err.code
+        )
+        raise
+    except StreamAborted:
+        log.warning(
+            "request %s: upstream failed mid-body; dropping the connection", relay.request_id
+        )
+        raise
+    finally:
+        watcher.stop(relay.complete)
+
+
+class _Watcher:
+    """Cancels the forwarding task when the client disconnects.
+
+    The watching task starts only once the exchange has run for `WATCH_AFTER_S`: most
+    fast answers are done by then and never pay for a task (measured ~5 us a request),
+    while a client leaving a slow completion or a stream is still noticed at once.
+    """
+
+    __slots__ = ("_handle", "_job", "_loop", "_receive", "_relay", "_task")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        receive: Receive,
+        task: asyncio.Task[Any],
+        relay: Relay,
+    ) -> None:
+        self._loop, self._receive, self._task, self._relay = loop, receive, task, relay
+        self._job: asyncio.Future[None] | None = None
+        self._handle = loop.call_later(WATCH_AFTER_S, self._start)
+
+    def _start(self) -> None:
+        self._job = self._loop.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        # The whole body has been read, so the next message is http.disconnect: the
+        # client left, or (per the ASGI spec) the response completed.
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        if not self._relay.complete:
+            self._relay.outcome = "client_disconnect"
+            self._task.cancel()
+
+    def stop(self, complete: bool) -> None:
+        self._handle.cancel()
+        # After a complete response receive() reports http.disconnect and the watcher
+        # ends by itself; cancelling it then would only cost an exception.
+        if self._job is not None and not complete:
+            self._job.cancel()
+
+
+async def _exchange(
+    client: UpstreamClient,
+    request: UpstreamRequest,
+    send: Send,
+    extra_headers: Sequence[tuple[bytes, bytes]],
+    relay: Relay,
+) -> None:
+    with MapUpstreamErrors():
+        response = await client.send(request)
+    try:
+        relay.status = response.status
+        if relay.tap_errors_only and response.status < 400:
+            relay.tap = None
+        head = response_head(response.headers)
+        headers = head.headers
+        headers.extend(extra_headers)
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await _pump(response, send, relay, sse=head.event_stream, length=head.content_length)
+    finally:
+        try:
+            await response.aclose()
+        except Exception:  # closing a failed connection may fail too; nothing to add
+            log.debug("request %s: closing the upstream response failed", relay.request_id)
+
+
+async def _pump(
+    response: UpstreamResponse, send: Send, relay: Relay, *, sse: bool, length: int | None
+) -> None:
+    tail = b""
+    remaining = length
+    tap = relay.tap
+    while True:
+        try:
+            with MapUpstreamErrors():
+                chunk = await response.read()
+        except ProxyError as err:
+            relay.outcome, relay.error = "upstream_error", err.code
+            if not sse:
+                raise StreamAborted(err.code) from err
+            log.warning(
+                "request %s: upstream failed mid-stream (%s); ended the stream with an SSE "
+                "error event",
+                relay.request_id,
+                _cause(err),
+            )
+            relay.complete = True
+            body = sse_error_event(err, ends_event=tail.endswith(SSE_BOUNDARIES) or not tail)
+            if tap is not None:
+                tap.feed(body)
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+            return
+        if not chunk:
+            break
+        if relay.first_byte_at is None:
+            relay.first_byte_at = perf_counter()
+        if tap is not None:
+            tap.feed(chunk)  # appends to a list: parsing waits for the audit thread
+        if sse:
+            tail = (tail + chunk[-4:])[-4:]
+        if remaining is not None:
+            remaining -= len(chunk)
+            if remaining <= 0:
+                # The whole promised body: end now rather than pay a read and an empty send.
+                relay.complete = True
+                await send({"type": "http.response.body", "body": chunk, "more_body": False})
+                return
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    relay.complete = True
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def sse_error_event(err: ProxyError, *, ends_event: bool) -> bytes:
+    """An SSE `error` event; a partial event already relayed is terminated first."""
+    prefix = b"" if ends_event else b"\n\n"
+    return prefix + b"event: error\ndata: " + err.body() + b"\n\n"

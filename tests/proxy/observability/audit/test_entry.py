@@ -1,0 +1,326 @@
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from policies.base import Action
+from policies.messages import Message
+from proxy.observability.audit.entry import (
+    FIELD_ORDER,
+    AuditEntry,
+    RecordBuilder,
+    iso_time,
+    key_fingerprint,
+    parse_iso,
+)
+from proxy.observability.audit.redact import MASK, Detector, Redactor
+from proxy.observability.audit.sse import SSEAccumulator
+
+KEY = "sk-proj-" + "Qw3_Er4-Ty5" * 8
+PEM = (
+    "-----BEGIN EC PRIVATE KEY-----\n"
+    "MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oG\n"
+    "-----END EC PRIVATE KEY-----"
+)
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+def conversation() -> list[dict[str, Any]]:
+    arguments = json.dumps({"path": "/home/me/.ssh/id_ec", "content": PEM})
+    return [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": f"Deploy with OPENAI_API_KEY={KEY}"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "write_file", "arguments": arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "written " + "x" * 3000},
+        {"role": "user", "content": "thanks"},
+    ]
+
+
+def sse(*pieces: str) -> bytes:
+    out = b""
+    for piece in pieces:
+        body = {"choices": [{"index": 0, "delta": {"content": piece}}]}
+        out += b"data: " + json.dumps(body).encode() + b"\n\n"
+    return out + b"data: [DONE]\n\n"
+
+
+def entry(**overrides: Any) -> AuditEntry:
+    values: dict[str, Any] = {
+        "id": "req-1",
+        "time": T0,
+        "route": "agents",
+        "policy": "coding",
+        "model": "gpt-4o",
+        "authorization": f"Bearer {KEY}",
+        "original": conversation(),
+        "status": 200,
+    }
+    return AuditEntry(**(values | overrides))
+
+
+@pytest.fixture
+def builder() -> RecordBuilder:
+    return RecordBuilder(Redactor.build())
+
+
+def test_fingerprint_is_a_short_hash_of_the_bearer_token() -> None:
+    expected = "sha256:" + hashlib.sha256(KEY.encode()).hexdigest()[:12]
+    assert key_fingerprint(f"Bearer {KEY}") == expected
+    assert key_fingerprint(f"bearer   {KEY} ") == expected
+    assert key_fingerprint(KEY) == expected
+    assert key_fingerprint(None) is None
+    assert key_fingerprint("  ") is None
+
+
+def test_secrets_never_reach_the_record(builder: RecordBuilder) -> None:
+    record = builder.build(entry())
+    data = record.to_json()
+    assert KEY.encode() not in data
+    assert b"PRIVATE KEY" not in data
+    assert b"MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oG" not in data
+    parsed = record.as_dict()
+    assert parsed["original"][1]["content"] == "Deploy with OPENAI_API_KEY=[REDACTED:openai_key]"
+    arguments = json.loads(parsed["original"][2]["tool_calls"][0]["function"]["arguments"])
+    assert arguments == {"path": "/home/me/.ssh/id_ec", "content": "[REDACTED:private_key]"}
+    assert parsed["client"] == key_fingerprint(KEY)
+    assert parsed["redaction"] == "ok"
+
+
+def test_record_fields_and_order(builder: RecordBuilder) -> None:
+    action = Action("tool_result_truncation", "truncate", (3,), 700, "tool output over 2000")
+    original = conversation()
+    curated = [
+        *original[:3],
+        {**original[3], "content": "written xxx [... 2990 chars]"},
+        original[4],
+    ]
+    record = builder.build(
+        entry(
+            curated=curated,
+            actions=[action],
+            tokens_before=1000,
+            tokens_after=300,
+            latency_ms=12.5,
+            ttfb_ms=4.0,
+            mode="enforce",
+        )
+    )
+    parsed = record.as_dict()
+    assert list(parsed) == [*FIELD_ORDER, "original", "curated"]
+    assert parsed["time"] == "2026-01-01T00:00:00.000Z"
+    assert parsed["actions"] == [
+        {
+            "curator": "tool_result_truncation",
+            "kind": "truncate",
+            "indexes": [3],
+            "tokens_removed": 700,
+            "reason": "tool output over 2000",
+        }
+    ]
+    assert parsed["curated"][3]["content"] == "written xxx [... 2990 chars]"
+    assert record.curated is not None
+    # Unchanged messages are the same stored message (same hash) in both lists.
+    assert record.curated[0] == record.original[0]
+    assert record.curated[3] != record.original[3]
+    assert (parsed["tokens_before"], parsed["tokens_after"], parsed["mode"]) == (
+        1000,
+        300,
+        "enforce",
+    )
+
+
+def test_curated_equal_to_original_is_stored_once(builder: RecordBuilder) -> None:
+    record = builder.build(entry(curated=list(conversation())))
+    assert record.curated is None
+    parsed = record.as_dict()
+    assert parsed["curated"] == parsed["original"]
+
+
+@pytest.mark.parametrize(
+    ("secret", "name"),
+    [(KEY, "openai_key"), ("AKIA" + "Z7Y6X5W4V3U2T1S0", "aws_access_key"), (PEM, "private_key")],
+)
+def test_secret_split_across_stream_chunks_is_redacted_at_every_offset(
+    builder: RecordBuilder, secret: str, name: str
+) -> None:
+    # The model streams the secret in pieces; the relay's chunks split the bytes anywhere.
+    third = len(secret) // 3
+    pieces = [secret[:third], secret[third : 2 * third], secret[2 * third :]]
+    stream = sse("Your key: ", *pieces, " keep it safe")
+    first, last = stream.index(b'"Your'), stream.rindex(b" keep")
+    for cut in range(first, last):
+        acc = SSEAccumulator()
+        acc.feed(stream[:cut])
+        acc.feed(stream[cut:])
+        record = builder.build(entry(response=acc))
+        assert record.as_dict()["response"]["text"] == f"Your key: [REDACTED:{name}] keep it safe"
+        assert secret[-12:].encode() not in record.to_json(), cut
+
+
+def test_streamed_tool_call_arguments_are_redacted(builder: RecordBuilder) -> None:
+    args = json.dumps({"token": KEY})
+    deltas = [args[:9], args[9:30], args[30:]]
+    stream = b""
+    for i, part in enumerate(deltas):
+        call: dict[str, Any] = {"index": 0, "function": {"arguments": part}}
+        if i == 0:
+            call |= {"id": "c", "type": "function", "function": {"name": "f", "arguments": part}}
+        body = {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+        stream += b"data: " + json.dumps(body).encode() + b"\n\n"
+    acc = SSEAccumulator()
+    acc.feed(stream)
+    response = builder.build(entry(response=acc)).as_dict()["response"]
+    arguments = response["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(arguments) == {"token": "[REDACTED:openai_key]"}
+
+
+def test_non_streamed_response_and_truncation_flag(builder: RecordBuilder) -> None:
+    body = {
+        "choices": [{"index": 0, "message": {"content": f"use {KEY}"}, "finish_reason": "stop"}],
+        "usage": {"total_tokens": 9},
+    }
+    response = builder.build(entry(response=json.dumps(body).encode())).as_dict()["response"]
+    assert response == {
+        "text": "use [REDACTED:openai_key]",
+        "tool_calls": [],
+        "usage": {"total_tokens": 9},
+        "finish_reason": "stop",
+        "truncated": False,
+    }
+    acc = SSEAccumulator(max_bytes=40)
+    acc.feed(sse("a" * 100))
+    assert builder.build(entry(response=acc)).as_dict()["response"]["truncated"] is True
+
+
+def test_error_bodies_are_redacted(builder: RecordBuilder) -> None:
+    body = json.dumps({"error": {"message": f"Incorrect API key provided: {KEY}"}}).encode()
+    parsed = builder.build(entry(status=401, response=body)).as_dict()
+    assert parsed["response"] is None
+    assert parsed["error"] == {
+        "error": {"message": "Incorrect API key provided: [REDACTED:openai_key]"}
+    }
+    text = builder.build(entry(status=502, response=f"bad gateway {KEY}".encode())).as_dict()
+    assert text["error"] == "bad gateway [REDACTED:openai_key]"
+
+
+def test_responses_can_be_left_out() -> None:
+    builder = RecordBuilder(Redactor.build(), store_responses=False)
+    parsed = builder.build(entry(response=sse("hello"))).as_dict()
+    assert parsed["response"] is None
+    assert parsed["original"]
+
+
+def test_summarizer_records_link_to_their_request(builder: RecordBuilder) -> None:
+    parsed = builder.build(
+        entry(id="req-1.s1", kind="summarizer", parent_id="req-1", response="A summary.")
+    ).as_dict()
+    assert (parsed["kind"], parsed["parent_id"]) == ("summarizer", "req-1")
+    assert parsed["response"]["text"] == "A summary."
+
+
+class Exploding(Redactor):
+    """Fails on any text containing a marker, the way a broken custom detector would."""
+
+    def text(self, text: str) -> str:
+        if "Deploy" in text:
+            raise RuntimeError(f"boom while looking at {text}")
+        return super().text(text)
+
+
+def all_strings(value: object) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from all_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from all_strings(item)
+
+
+def test_failed_redaction_masks_every_string() -> None:
+    builder = RecordBuilder(Exploding(Redactor.build().detectors))
+    record = builder.build(entry(response=sse(f"echo {KEY}"), skip_reason="odd"))
+    assert KEY.encode() not in record.to_json()
+    parsed = record.as_dict()
+    assert parsed["redaction"] == "failed"
+    assert builder.last_failure == "RuntimeError"
+    assert (parsed["id"], parsed["route"], parsed["client"]) == (
+        "req-1",
+        "agents",
+        key_fingerprint(KEY),
+    )
+    content = [parsed["original"], parsed["response"], parsed["skip_reason"], parsed["model"]]
+    strings = list(all_strings(content))
+    assert strings
+    assert set(strings) == {MASK}
+
+
+class Unreadable(Sequence[Message]):
+    """A message list that fails when read, so that even masking cannot use it."""
+
+    def __len__(self) -> int:
+        return 1
+
+    def __getitem__(self, index: Any) -> Any:
+        raise RuntimeError("gone")
+
+    def __iter__(self) -> Iterator[Message]:
+        raise RuntimeError("gone")
+
+
+def test_when_even_masking_fails_only_proxy_fields_are_kept(builder: RecordBuilder) -> None:
+    record = builder.build(entry(original=Unreadable(), response=sse(KEY)))
+    parsed = record.as_dict()
+    assert parsed["redaction"] == "failed"
+    assert parsed["original"] == []
+    assert parsed["response"] is None
+    assert parsed["id"] == "req-1"
+    assert KEY.encode() not in record.to_json()
+
+
+class Counting(Redactor):
+    """Counts redacted strings, to see the message cache at work."""
+
+    def __init__(self, detectors: Sequence[Detector]) -> None:
+        super().__init__(detectors)
+        self.calls = 0
+
+    def text(self, text: str) -> str:
+        self.calls += 1
+        return super().text(text)
+
+
+def test_resent_history_is_redacted_once() -> None:
+    redactor = Counting(Redactor.build().detectors)
+    builder = RecordBuilder(redactor)
+    history = conversation()
+    first = builder.build(entry(original=history))
+    after_first = redactor.calls
+    second = builder.build(entry(original=[*history, {"role": "user", "content": "more"}]))
+    assert second.original[: len(history)] == first.original
+    # Only the new message and the non-message fields were redacted again.
+    assert redactor.calls - after_first < after_first
+
+
+def test_iso_time_round_trip() -> None:
+    assert iso_time(T0 + 0.25) == "2026-01-01T00:00:00.250Z"
+    assert parse_iso("2026-01-01T00:00:00.250Z") == T0 + 0.25
+    assert parse_iso("2026-01-01T01:00:00+01:00") == T0
+    assert parse_iso("2026-01-01") == T0
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", iso_time(T0))

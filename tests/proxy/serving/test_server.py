@@ -1,0 +1,41 @@
+"""What `curator serve` does to its own process before serving: GC settings and a slimmer
+tiktoken. Process-wide, so checked in a child interpreter."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+CHILD = textwrap.dedent(
+    """
+    import gc, json, pickle
+    import tiktoken
+    from proxy.config.loader import default_config
+    from proxy.serving.server import GC_YOUNG_THRESHOLD, prepare_process
+
+    text = "Hello, wörld! def f(x): return x ** 2  # 🤖"
+    before = tiktoken.get_encoding("o200k_base").encode(text)
+    prepare_process(default_config())
+    enc = tiktoken.get_encoding("o200k_base")
+    print(json.dumps({
+        "young": gc.get_threshold()[0] == GC_YOUNG_THRESHOLD,
+        "frozen": gc.get_freeze_count() > 0,
+        "slim": len(enc._mergeable_ranks) == 0,
+        "same_tokens": enc.encode(text) == before,
+        "decodes": enc.decode(before) == text,
+        "pickles": pickle.loads(pickle.dumps(enc)).encode(text) == before,
+    }))
+    """
+)
+
+
+def test_serving_process_is_prepared_and_tokenizes_the_same() -> None:
+    # tiktoken's files are in its cache even offline: tests/conftest.py rebuilds them.
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120, check=True
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == dict.fromkeys(result, True), result
+    assert set(result) == {"young", "frozen", "slim", "same_tokens", "decodes", "pickles"}
