@@ -18,21 +18,20 @@ the field); the loader turns those errors into `file:line: key.path: problem`.
 
 A curator that must await I/O (the summarizer calls a model) is an `AsyncCurator`: the
 chain awaits its `acurate`, and only `Chain.arun` / `Policy.acurate` can run it. Its I/O
-goes through the callables in `CurationContext.services`, never through an import.
+goes through the callables in `CurationContext.services` (`policies.summary_io`), never
+through an import.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, runtime_checkable
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from policies.messages import Message, role
+from policies.summary_io import Services
 from policies.tally import Tally
-
-if TYPE_CHECKING:
-    from policies.summary_cache import SummaryCache
-    from policies.tokens import TokenCounter
+from policies.tokens import TokenCounter
 
 ActionKind = Literal["drop", "truncate", "repair", "replace", "summarize"]
 
@@ -68,61 +67,6 @@ class PinSpec:
             if first is not None:
                 pins.add(first)
         return frozenset(pins)
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryRequest:
-    """Where and how to summarize: what a summarizer asks its `complete` callable for."""
-
-    upstream: str
-    """The name of an upstream in the proxy's config."""
-    model: str
-    max_tokens: int
-    timeout_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """A model's answer to a summary request, with the usage the upstream reported."""
-
-    text: str
-    prompt_tokens: int = 0
-    """0 when the upstream did not report usage."""
-    completion_tokens: int = 0
-
-
-Complete = Callable[[list[Message], SummaryRequest], Awaitable[Completion]]
-"""Sends chat messages to a model and returns its answer; raises on any failure."""
-
-
-@dataclass(slots=True)
-class SummaryStats:
-    """What summarizers did for one request; the proxy reads it for metrics and audit."""
-
-    calls: int = 0
-    """Model calls made (each one a cache miss)."""
-    cache_hits: int = 0
-    failures: int = 0
-    """Calls that failed or timed out; the request went on without a summary."""
-    cache_errors: int = 0
-    """Cache reads or writes that failed (treated as misses)."""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    tokens_saved: int = 0
-    """Tokens the summarized messages took, minus the summaries' own tokens."""
-    errors: list[str] = field(default_factory=list)
-    """One line per failure, for the audit log."""
-
-
-@dataclass(frozen=True, slots=True)
-class Services:
-    """The I/O a request's curators may use, handed in by whoever runs the chain."""
-
-    complete: Complete
-    caches: Mapping[str, SummaryCache] = field(default_factory=dict)
-    """Summary caches by a summarizer's `cache` setting ("memory", "redis://..."); a
-    summarizer whose setting has no entry here summarizes without a cache."""
-    stats: SummaryStats = field(default_factory=SummaryStats)
 
 
 @dataclass(frozen=True, slots=True)

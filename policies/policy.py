@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from policies.base import CurationContext, PinSpec, Services
+from policies.base import CurationContext, PinSpec
 from policies.chain import Chain, CurationResult
 from policies.messages import Message
+from policies.summary_io import Services
 from policies.tokens import TokenCounter
 
 DEFAULT_OUTPUT_RESERVE = 4096

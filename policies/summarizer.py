@@ -52,19 +52,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from policies import params
-from policies.base import (
-    Action,
-    AsyncOnlyError,
-    Completion,
-    CurationContext,
-    CuratorOutput,
-    Services,
-    SummaryRequest,
-)
+from policies.base import Action, AsyncOnlyError, CurationContext, CuratorOutput
 from policies.errors import ParamError
 from policies.invariants import is_summary
 from policies.messages import Message, Unit, turn_starts, units
 from policies.summary_cache import MEMORY, anchored_cuts, cache_spec, lookup, span_keys, store
+from policies.summary_io import Completion, Services, SummaryRequest
 from policies.summary_prompt import (
     DEFAULT_INSTRUCTIONS,
     build_prompt,

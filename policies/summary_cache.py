@@ -1,4 +1,4 @@
-"""Summary caching: the cache protocol, the in-process LRU, stable cut points, span keys.
+"""Summary caching: the in-process LRU, stable cut points, span keys (protocol: summary_io).
 
 Cut points and keys are what let the next turn find the summary the last one wrote.
 
@@ -19,14 +19,13 @@ import hashlib
 import logging
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Protocol
 from urllib.parse import urlsplit
 
 import orjson
 
-from policies.base import SummaryStats
 from policies.errors import ParamError
 from policies.messages import Message
+from policies.summary_io import SummaryCache, SummaryStats
 
 log = logging.getLogger("curator.summarizer")
 
@@ -36,16 +35,6 @@ DEFAULT_ENTRIES = 1024
 """Summaries are a few KB each, so the default LRU holds a few MB."""
 CACHE_TIMEOUT_S = 2.0
 """Longest wait for one cache operation: a slow cache must not stall every request."""
-
-
-class SummaryCache(Protocol):
-    """Summary texts by key, shared by every request that names the same cache."""
-
-    async def get_many(self, keys: Sequence[str]) -> list[str | None]:
-        """The cached text for each key, None where there is none (one round trip)."""
-        ...
-
-    async def put(self, key: str, text: str) -> None: ...
 
 
 class MemoryCache:

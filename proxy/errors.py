@@ -23,6 +23,7 @@ class ProxyError(Exception):
         *,
         type_: str = "invalid_request_error",
         param: str | None = None,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -30,6 +31,8 @@ class ProxyError(Exception):
         self.message = message
         self.type = type_
         self.param = param
+        self.headers = headers
+        """Extra response headers the status calls for (405's Allow)."""
 
     def payload(self) -> dict[str, dict[str, str | None]]:
         return {
@@ -90,3 +93,34 @@ def no_route() -> ProxyError:
 
 def context_length_exceeded(message: str) -> ProxyError:
     return ProxyError(400, "context_length_exceeded", message, param="messages")
+
+
+def invalid_path(reason: str) -> ProxyError:
+    """`reason` is one of `proxy.serving.paths.REASONS`: fixed texts, never the client's path."""
+    return ProxyError(
+        400,
+        "invalid_path",
+        f"The request path {reason}. The proxy forwards only paths in normal form, "
+        "so that the upstream sees the path that was routed and curated.",
+    )
+
+
+def method_not_allowed(allowed: tuple[str, ...]) -> ProxyError:
+    listed = ", ".join(allowed)
+    return ProxyError(
+        405,
+        "method_not_allowed",
+        f"Method not allowed. The proxy accepts {listed} on this path.",
+        headers=((b"allow", listed.encode("ascii")),),
+    )
+
+
+def unknown_path(served: tuple[str, ...]) -> ProxyError:
+    """`served`: the paths this listener answers besides `/v1/*` (e.g. /healthz)."""
+    others = f"; also {', '.join(served)}" if served else ""
+    return ProxyError(
+        404,
+        "unknown_path",
+        "Unknown path. This proxy serves the OpenAI API under /v1/* (a client's base URL "
+        f"must end in /v1){others}.",
+    )

@@ -1,1 +1,1 @@
-"""proxy.cli.main."""
+"""The `curator` command line (`main`), one module per subcommand."""

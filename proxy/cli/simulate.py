@@ -17,7 +17,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from policies.base import Completion, Services, SummaryRequest, SummaryStats
 from policies.chain import CurationResult
 from policies.errors import ConfigError, ContextOverflow
 from policies.loader import PRESET_PREFIX, load_preset
@@ -25,6 +24,7 @@ from policies.messages import Message
 from policies.policy import Budget, Policy
 from policies.prefix_cache import DEFAULT_CACHED_PRICE, PrefixCache, SequenceCost, prompt_of
 from policies.summary_cache import MEMORY, MemoryCache
+from policies.summary_io import Completion, Services, SummaryRequest, SummaryStats
 from policies.tokens import TokenCounter
 from proxy.cli.simulate_input import Request, SimulateError, read_requests
 from proxy.cli.simulate_render import render_json, render_text

@@ -1,1 +1,1 @@
-"""proxy.config.loader."""
+"""The config file: `loader` reads and validates it whole; each section has its module."""

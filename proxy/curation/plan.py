@@ -32,10 +32,11 @@ from typing import Any
 
 import orjson
 
-from policies.base import Action, Services, SummaryStats
+from policies.base import Action
 from policies.chain import CurationResult
 from policies.errors import ContextOverflow
 from policies.messages import Message
+from policies.summary_io import Services, SummaryStats
 from policies.tokens import TokenCounter
 from proxy.config.limits import check_chat
 from proxy.config.loader import Config, Mode, Route

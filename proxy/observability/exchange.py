@@ -17,8 +17,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from policies.base import Action, Complete, Completion, SummaryRequest, SummaryStats
+from policies.base import Action
 from policies.messages import Message
+from policies.summary_io import Complete, Completion, SummaryRequest, SummaryStats
 from proxy.observability.audit.sse import SSEAccumulator
 
 log = logging.getLogger("curator.record")

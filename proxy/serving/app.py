@@ -1,5 +1,6 @@
 """The ASGI app: `GET /healthz`, `GET /metrics` (see `metrics:`), and every path under `/v1/`
-proxied upstream.
+proxied upstream when its method and path are fit to forward (`proxy.serving.paths`); other paths
+get OpenAI-shaped 404s and 405s.
 
 Starlette does the lifespan and everything but `/v1/*`, which is a pure-ASGI endpoint:
 the relay needs the raw `receive` (to notice a client leaving) and raw header bytes, and
@@ -26,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from policies.base import Services
+from policies.summary_io import Services
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config, UpstreamConfig
 from proxy.config.loader import Route as ConfigRoute
@@ -53,6 +54,7 @@ from proxy.serving.incoming import (
     read_body,
     sniff_model,
 )
+from proxy.serving.paths import checked_target, error_handlers
 from proxy.serving.reload import WATCH_INTERVAL_S, reloading
 from proxy.upstream.client import UpstreamRequest
 from proxy.upstream.hygiene import request_headers, upstream_url
@@ -99,10 +101,12 @@ def create_app(
             # A reload swaps `live.current`; each exchange reads it once, at its start.
             yield {"edge": reloader.live, "reloader": reloader}
 
+    routes = [Route("/healthz", healthz, methods=["GET"]), *metrics_routes(config)]
     return CuratorApp(
         Guard(proxy_endpoint, config=config, inflight=inflight),
-        routes=[Route("/healthz", healthz, methods=["GET"]), *metrics_routes(config)],
+        routes=routes,
         middleware=[Middleware(Guard, config=config, inflight=inflight)],
+        exception_handlers=error_handlers(tuple(route.path for route in routes)),
         lifespan=lifespan,
     )
 
@@ -170,8 +174,9 @@ class _Exchange:
 
     async def run(self, receive: Receive, send: Send) -> None:
         try:
+            target = checked_target(self.scope)  # before the body: nothing to read for
             body = await read_body(receive, self.edge.max_body_bytes)
-            request = await self._prepare(body)
+            request = await self._prepare(body, target)
             edge = self.edge
             await forward(edge.client, request, receive, send, self.headers, self.relay, edge.loop)
             self.status, self.outcome = self.relay.status, self.relay.outcome
@@ -187,7 +192,7 @@ class _Exchange:
             self.status, self.error = self.relay.status, self.relay.error
             raise
 
-    async def _prepare(self, body: bytes) -> UpstreamRequest:
+    async def _prepare(self, body: bytes, target: bytes) -> UpstreamRequest:
         edge, scope = self.edge, self.scope
         if scope["method"] == "POST" and self.path == CHAT_PATH:
             wanted = edge.route_by_headers or has_header(scope["headers"], POLICY_HEADER)
@@ -210,9 +215,7 @@ class _Exchange:
         self.upstream = upstream = edge.config.upstreams[route.upstream]
         return UpstreamRequest(
             method=scope["method"],
-            url=upstream_url(
-                upstream.base_url, scope.get("raw_path"), scope["path"], scope["query_string"]
-            ),
+            url=upstream_url(upstream.base_url, target, scope["query_string"]),
             headers=request_headers(scope["headers"], upstream.api_key),
             body=body,
             connect_timeout_s=upstream.connect_timeout_s,
@@ -284,6 +287,7 @@ class _Exchange:
 
 async def send_error(send: Send, err: ProxyError, headers: Sequence[tuple[bytes, bytes]]) -> None:
     body = err.body()
-    start_headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *headers]
+    length = (b"content-length", str(len(body)).encode())
+    start_headers = [*JSON_HEADERS, length, *err.headers, *headers]
     await send({"type": "http.response.start", "status": err.status, "headers": start_headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})

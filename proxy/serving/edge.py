@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 import httpx
 
-from policies.summary_cache import SummaryCache
+from policies.summary_io import SummaryCache
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config
 from proxy.curation.plan import ChatSetup

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
@@ -30,7 +31,8 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from policies.errors import ConfigError
 from policies.models import ModelTable
-from policies.summary_cache import DEFAULT_ENTRIES, MEMORY, MemoryCache, SummaryCache
+from policies.summary_cache import DEFAULT_ENTRIES, MEMORY, MemoryCache
+from policies.summary_io import SummaryCache
 from policies.tokens import TokenCounter
 from proxy.config.loader import (
     Config,
@@ -254,7 +256,7 @@ async def _close_quietly(cache: RedisSummaryCache) -> None:
         await cache.aclose()
 
 
-def serve_workers(config: uvicorn.Config) -> None:
+def serve_workers(config: uvicorn.Config, sock: socket.socket | None = None) -> None:
     """Run `config.workers` worker processes as `uvicorn.run` does, except that SIGHUP makes
     every worker reload its config in place (validated, swapped, counted, caches kept)
     instead of uvicorn's default of replacing the workers."""
@@ -265,7 +267,7 @@ def serve_workers(config: uvicorn.Config) -> None:
         def handle_hup(self) -> None:
             forward_sighup(self.processes)
 
-    Supervisor(config, sockets=[config.bind_socket()]).run()
+    Supervisor(config, sockets=[sock or config.bind_socket()]).run()
 
 
 def forward_sighup(processes: Sequence[Process]) -> int:

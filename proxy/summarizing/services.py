@@ -23,11 +23,11 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from policies.base import Complete, Completion, Services, SummaryRequest
 from policies.messages import Message
 from policies.policy import Policy
 from policies.summarizer import Summarizer
-from policies.summary_cache import DEFAULT_ENTRIES, MEMORY, MemoryCache, SummaryCache
+from policies.summary_cache import DEFAULT_ENTRIES, MEMORY, MemoryCache
+from policies.summary_io import Complete, Completion, Services, SummaryCache, SummaryRequest
 from proxy.config.loader import Config, UpstreamConfig
 from proxy.summarizing.redis_cache import RedisSummaryCache
 from proxy.upstream.client import UpstreamClient, UpstreamRequest

@@ -9,10 +9,16 @@ Both clients send exactly the headers they are given (plus Host and Content-Leng
 the libraries derive from the URL and the body), never decompress, never follow
 redirects and never keep cookies: a proxy must not add `Accept-Encoding`, inflate a gzip
 body, or leak one client's cookies to the next.
+
+Both send the URL's path and query, and every header's bytes, exactly as given. aiohttp
+takes them as `str` and writes them as UTF-8, so bytes that are not UTF-8 (`caf\xe9`, a
+legal obs-text header value) cannot pass through it unchanged; the rare request carrying
+such bytes goes through an httpx client instead, which writes bytes as they are.
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -81,14 +87,19 @@ class _AiohttpResponse:
 
 
 class AiohttpClient:
-    """Production client: a pooled aiohttp session that adds nothing of its own."""
+    """Production client: a pooled aiohttp session that adds nothing of its own, and
+    `verbatim` for requests whose bytes aiohttp would change (see the module docstring)."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
+    def __init__(self, session: aiohttp.ClientSession, verbatim: UpstreamClient) -> None:
         self._session = session
+        self._verbatim = verbatim
         self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
         """One per upstream config; built once rather than per request."""
 
     async def send(self, request: UpstreamRequest) -> UpstreamResponse:
+        headers = _texts(request.headers)
+        if headers is None or not request.url.isascii():
+            return await self._verbatim.send(request)
         key = (request.connect_timeout_s, request.read_timeout_s)
         timeout = self._timeouts.get(key)
         if timeout is None:
@@ -98,7 +109,7 @@ class AiohttpClient:
         response = await self._session.request(
             request.method,
             URL(request.url, encoded=True),
-            headers=[(name.decode("latin-1"), _text(value)) for name, value in request.headers],
+            headers=headers,
             data=request.body or None,
             allow_redirects=False,
             timeout=timeout,
@@ -106,13 +117,13 @@ class AiohttpClient:
         return _AiohttpResponse(response)
 
 
-def _text(value: bytes) -> str:
-    # aiohttp re-encodes header values as UTF-8, so UTF-8 values (X-Title: Café) must be
-    # decoded as UTF-8 to reach the upstream byte for byte.
+def _texts(headers: Headers) -> list[tuple[str, str]] | None:
+    """The headers as aiohttp will write them back to the same bytes (it encodes them as
+    UTF-8), or None when some name or value is not UTF-8."""
     try:
-        return value.decode("utf-8")
+        return [(name.decode("utf-8"), value.decode("utf-8")) for name, value in headers]
     except UnicodeDecodeError:
-        return value.decode("latin-1")
+        return None
 
 
 def _aiohttp_session() -> aiohttp.ClientSession:
@@ -162,22 +173,31 @@ class HttpxClient:
     async def send(self, request: UpstreamRequest) -> UpstreamResponse:
         # httpx.Request (not client.build_request) so the client's default headers
         # (Accept, Accept-Encoding, User-Agent, Connection) are not merged in.
+        # The "target" extension sends the path and query as given: httpx's URL parser
+        # would resolve dot segments and re-quote characters such as '"' and '|'.
         outgoing = httpx.Request(
             request.method,
             request.url,
             headers=list(request.headers),  # bytes: sent verbatim
             content=request.body,
             extensions={
+                "target": _target(request.url),
                 "timeout": httpx.Timeout(
                     connect=request.connect_timeout_s,
                     read=request.read_timeout_s,
                     write=request.read_timeout_s,
                     pool=request.connect_timeout_s,
-                ).as_dict()
+                ).as_dict(),
             },
         )
         response = await self._client.send(outgoing, stream=True, follow_redirects=False)
         return _HttpxResponse(response)
+
+
+def _target(url: str) -> bytes:
+    """The request target (path and query) of an absolute URL, as its bytes."""
+    start = url.find("/", url.find("://") + 3)
+    return url[start:].encode("latin-1") if start >= 0 else b"/"
 
 
 @asynccontextmanager
@@ -189,5 +209,7 @@ async def open_client(
         async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
             yield HttpxClient(client)
         return
-    async with _aiohttp_session() as session:
-        yield AiohttpClient(session)
+    # The system's CA store, as aiohttp uses (httpx would use certifi's).
+    verbatim = httpx.AsyncClient(trust_env=False, verify=ssl.create_default_context())
+    async with _aiohttp_session() as session, verbatim:
+        yield AiohttpClient(session, HttpxClient(verbatim))

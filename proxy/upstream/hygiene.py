@@ -2,26 +2,40 @@
 
 URL mapping: a request for `/v1/<rest>?<query>` goes to `<base_url>/<rest>?<query>`, with
 `<rest>` and `<query>` kept byte for byte (still percent-encoded). `base_url` has no
-trailing slash and, for OpenAI, already ends in `/v1`.
+trailing slash and, for OpenAI, already ends in `/v1`. `<rest>` is the raw path that
+`proxy.serving.paths` found in normal form, so it cannot climb out of `base_url`'s path, and the
+upstream clients send the URL as given (see `proxy.upstream.client`).
 
 Headers: hop-by-hop headers (RFC 9110 7.6.1: Connection, Keep-Alive, Proxy-*, TE,
 Trailer(s), Transfer-Encoding, Upgrade, and any header named in Connection) are dropped
 in both directions. Requests also lose the client's `x-curator-*` control headers, Host
-and Content-Length (the client library sets both for the upstream) and Expect (the
-proxy has already read the whole body). Everything else passes unchanged.
+and Content-Length (the client library sets both for the upstream), Expect (the
+proxy has already read the whole body) and the path and method overrides (`OVERRIDES`).
+Everything else passes unchanged.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
-from urllib.parse import quote
 
 from proxy.upstream.client import Headers
 
 HOP_BY_HOP = frozenset(
     (b"connection", b"keep-alive", b"te", b"trailer", b"trailers", b"transfer-encoding", b"upgrade")
 )
-REQUEST_DROPS = HOP_BY_HOP | {b"host", b"content-length", b"expect"}
+OVERRIDES = frozenset(
+    (
+        b"x-original-url",
+        b"x-rewrite-url",
+        b"x-http-method-override",
+        b"x-http-method",
+        b"x-method-override",
+    )
+)
+"""Headers some servers (IIS, Symfony, Google front ends, method-override middleware) obey
+instead of the request line: they would let an upstream route another path or method than
+the one the proxy checked, routed and curated."""
+REQUEST_DROPS = HOP_BY_HOP | OVERRIDES | {b"host", b"content-length", b"expect"}
 DROPPED_PREFIXES = (b"proxy-", b"x-curator-")
 """Proxy-* is hop-by-hop; x-curator-* are the client's control headers for this proxy."""
 EVENT_STREAM = b"text/event-stream"
@@ -29,17 +43,13 @@ PLAIN_CONNECTION = frozenset((b"keep-alive", b"Keep-Alive", b"close", b"Close"))
 """Connection values that name no header beyond the hop-by-hop ones."""
 
 
-def upstream_url(base_url: str, raw_path: bytes | None, path: str, query: bytes) -> str:
+def upstream_url(base_url: str, target: bytes, query: bytes) -> str:
     """`/v1/<rest>` -> `<base_url>/<rest>`, query string appended unchanged.
 
-    The raw path keeps the client's percent-encoding; the decoded path is re-quoted only
-    when the server gives no raw path or one that does not start with `/v1/`.
+    `target` is the raw path `proxy.serving.paths.checked_target` accepted: ASCII, starting with
+    `/v1/`.
     """
-    if raw_path is not None and raw_path.startswith(b"/v1/"):
-        rest = raw_path[3:].decode("latin-1")
-    else:
-        rest = quote(path[3:], safe="/:@!$&'()*+,;=-._~")
-    url = base_url + rest
+    url = base_url + target[3:].decode("ascii")
     return f"{url}?{query.decode('latin-1')}" if query else url
 
 

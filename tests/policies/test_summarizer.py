@@ -13,14 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policies import invariants
-from policies.base import (
-    AsyncOnlyError,
-    Completion,
-    CurationContext,
-    PinSpec,
-    Services,
-    SummaryRequest,
-)
+from policies.base import AsyncOnlyError, CurationContext, PinSpec
 from policies.budget import TokenBudget
 from policies.chain import Chain
 from policies.errors import ConfigError
@@ -28,6 +21,7 @@ from policies.loader import load_policy
 from policies.messages import SUMMARY_PREFIX, Message, role
 from policies.summarizer import Summarizer
 from policies.summary_cache import MemoryCache
+from policies.summary_io import Completion, Services, SummaryRequest
 from policies.summary_prompt import HEADER, summary_message
 from policies.system import SystemPreservation
 from policies.yamlsrc import parse

@@ -6,7 +6,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from policies.base import SummaryStats
 from policies.errors import ParamError
 from policies.summary_cache import (
     MemoryCache,
@@ -16,6 +15,7 @@ from policies.summary_cache import (
     span_keys,
     store,
 )
+from policies.summary_io import SummaryStats
 from tests.factories import assistant, user
 
 pytestmark = pytest.mark.anyio

@@ -1,1 +1,2 @@
-"""proxy.observability.metrics."""
+"""Prometheus metrics: the families (`families`), their lock-free event-loop versions
+(`loop`), bounded label values (`labels`) and multi-worker mode (`multiproc`)."""

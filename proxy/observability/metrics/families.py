@@ -32,7 +32,7 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
 
-from policies.base import SummaryStats
+from policies.summary_io import SummaryStats
 from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.metrics.labels import KNOWN_SKIPS, OTHER, REJECT_REASONS, Labels
 from proxy.observability.metrics.loop import LoopCounter, LoopGauge, LoopHistogram

@@ -12,7 +12,15 @@ from proxy.config.loader import Config
 
 NONE = "none"
 OTHER = "other"
-REJECT_REASONS = ("invalid_proxy_key", "request_too_large", "proxy_overloaded")
+REJECT_REASONS = (
+    "invalid_proxy_key",
+    "request_too_large",
+    "proxy_overloaded",
+    "request_header_too_large",
+    "header_timeout",
+    "request_timeout",
+    "too_many_connections",
+)
 KNOWN_SKIPS = frozenset(
     {
         "invalid_json",

@@ -15,18 +15,13 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from policies.base import (
-    Action,
-    AsyncOnlyError,
-    CurationContext,
-    CuratorOutput,
-    SummaryRequest,
-)
+from policies.base import Action, AsyncOnlyError, CurationContext, CuratorOutput
 from policies.chain import Chain
 from policies.encoders import Encoder
 from policies.errors import ContextOverflow
 from policies.messages import SUMMARY_PREFIX, Message
 from policies.policy import Policy
+from policies.summary_io import SummaryRequest
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config, Route, ServerConfig, UpstreamConfig
 from proxy.curation.plan import OFFLOAD_BYTES, ChatSetup, plan_chat

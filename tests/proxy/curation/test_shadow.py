@@ -13,13 +13,14 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from policies.base import Completion, CurationContext, CuratorOutput, Services, SummaryRequest
+from policies.base import CurationContext, CuratorOutput
 from policies.budget import TokenBudget
 from policies.chain import Chain
 from policies.errors import ConfigError
 from policies.messages import Message
 from policies.policy import Policy
 from policies.summarizer import Summarizer
+from policies.summary_io import Completion, Services, SummaryRequest
 from policies.tool_results import ToolResultTruncation
 from proxy.config.loader import (
     Config,

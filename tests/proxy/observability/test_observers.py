@@ -14,11 +14,11 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
-from policies.base import Completion, SummaryRequest
 from policies.chain import Chain
 from policies.coherence import ToolPairCoherence
 from policies.policy import Policy
 from policies.summarizer import Summarizer
+from policies.summary_io import Completion, SummaryRequest
 from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
 from proxy.config.audit import AuditConfig

@@ -15,9 +15,9 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from policies.base import Completion, Services, SummaryRequest
 from policies.messages import Message
 from policies.summarizer import Summarizer
+from policies.summary_io import Completion, Services, SummaryRequest
 from policies.summary_prompt import summary_message
 from proxy.summarizing.redis_cache import PREFIX, RedisSummaryCache
 from tests import factories as f

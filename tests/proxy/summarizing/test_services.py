@@ -11,12 +11,12 @@ import httpx
 import orjson
 import pytest
 
-from policies.base import Completion, SummaryRequest
 from policies.chain import Chain
 from policies.messages import SUMMARY_PREFIX
 from policies.policy import Policy
 from policies.summarizer import Summarizer
 from policies.summary_cache import MemoryCache
+from policies.summary_io import Completion, SummaryRequest
 from proxy.config.loader import Config, Route, ServerConfig, UpstreamConfig
 from proxy.errors import ProxyError
 from proxy.summarizing.redis_cache import RedisSummaryCache

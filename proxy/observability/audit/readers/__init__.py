@@ -1,1 +1,1 @@
-"""proxy.observability.audit.readers."""
+"""Audit store readers, for `curator audit` and `curator simulate`."""

@@ -16,9 +16,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
-from policies.base import Action, SummaryStats
+from policies.base import Action
 from policies.encoders import Encoder
 from policies.errors import ConfigError
+from policies.summary_io import SummaryStats
 from policies.tokens import TokenCounter
 from proxy.config.auth import AuthConfig
 from proxy.config.loader import Config, ServerConfig, default_config, load_config
@@ -32,7 +33,13 @@ from proxy.serving.app import create_app
 from proxy.serving.headers import actions_header
 from proxy.serving.server import multiprocess_metrics
 from tests import factories as f
-from tests.proxy.observability.test_observers import answer, conversation, make_config, post, record_for
+from tests.proxy.observability.test_observers import (
+    answer,
+    conversation,
+    make_config,
+    post,
+    record_for,
+)
 
 LABELS = Labels(
     routes=frozenset({"chat"}),

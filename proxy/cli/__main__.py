@@ -1,0 +1,3 @@
+from proxy.cli.main import main
+
+raise SystemExit(main())
