@@ -260,6 +260,10 @@ def _models(build: _Build, value: object, path: KeyPath) -> None:
 
     encodings = sorted(tiktoken.list_encoding_names())
     for glob, item, item_path in build.read.named(value, path):
+        problem = v.glob_problem(glob)
+        if problem is not None:
+            build.problems.add(item_path, f"model glob {glob!r} can never match: {problem}")
+            continue
         data = build.read.mapping(item, item_path, MODEL_KEYS)
         if data is None:
             continue

@@ -9,7 +9,7 @@ import pytest
 
 from proxy.cli.main import main
 from tests.factories import assistant_calls, long_text, system, tool_result, user
-from tests.proxy.cli.main.test_simulate import CONFIG
+from tests.proxy.cli.test_simulate import CONFIG
 
 # A 2,000-token window less the 200-token reply and a 20-token margin.
 BUDGET = 1780
