@@ -109,19 +109,32 @@ class ModelTable:
     def with_overrides(cls, overrides: Iterable[tuple[str, ModelInfo]]) -> ModelTable:
         return cls(tuple(overrides))
 
-    def find(self, model: str) -> ModelInfo | None:
-        """The first override, then built-in entry, whose glob matches `model`."""
+    def override(self, model: str) -> ModelInfo | None:
+        """The first of the user's overrides whose glob matches `model`."""
         full, bare = model.strip().lower(), bare_name(model)
         for pattern, info in self.overrides:
             # A user's glob may name the model with or without its provider prefix.
             glob = pattern.lower()
             if fnmatchcase(full, glob) or fnmatchcase(bare, glob):
                 return info
+        return None
+
+    def find(self, model: str) -> ModelInfo | None:
+        """The first override, then built-in entry, whose glob matches `model`."""
+        found = self.override(model)
+        if found is not None:
+            return found
+        bare = bare_name(model)
         for pattern, info in BUILTIN:
             if fnmatchcase(bare, pattern):
                 return info
         return None
 
-    def lookup(self, model: str) -> ModelInfo:
-        """Like `find`, but unknown models get the default 128k window."""
+    def lookup(self, model: str, upstream_window: int | None = None) -> ModelInfo:
+        """Like `find`, but the window the upstream reports (`upstream_window`) beats the
+        built-in table (the user's overrides still win), and unknown models get the
+        default 128k window."""
+        if upstream_window is not None and self.override(model) is None:
+            known = self.find(model) or ModelInfo(upstream_window)
+            return ModelInfo(upstream_window, known.max_input_tokens, known.encoding)
         return self.find(model) or ModelInfo(DEFAULT_CONTEXT_WINDOW)

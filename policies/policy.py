@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from policies.base import CurationContext, PinSpec
+from policies.calibration import NEUTRAL, BudgetHints
 from policies.chain import Chain, CurationResult
 from policies.messages import Message
 from policies.summary_io import Services
@@ -36,6 +37,8 @@ class Budget:
     """Tokens the messages may use, reply priming included."""
     margin: int = 0
     """Kept free for what the counting formula cannot see (`SAFETY_MARGIN`)."""
+    scale: float = 1.0
+    """Calibration: the upstream counts `scale` times what we count (`BudgetHints`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +52,11 @@ class Policy:
     on_overflow: OnOverflow = "truncate"
     pins: PinSpec = field(default_factory=PinSpec)
 
-    def budget(self, body: Mapping[str, Any], counter: TokenCounter) -> Budget:
+    def budget(
+        self, body: Mapping[str, Any], counter: TokenCounter, hints: BudgetHints = NEUTRAL
+    ) -> Budget:
         model = str(body.get("model") or "")
-        info = counter.models.lookup(model)
+        info = counter.models.lookup(model, hints.window)
         window = self.context_window or info.context_window
         reserve = self.reserve_output_tokens
         if reserve is None:
@@ -62,8 +67,9 @@ class Policy:
         tools = _tool_list(body)
         tools_tokens = counter.count_tools(tools, model) if tools else 0
         margin = math.ceil(window * SAFETY_MARGIN)
-        messages = max(0, limit - tools_tokens - margin)
-        return Budget(window, reserve, tools_tokens, messages, margin)
+        # Our counts times `scale` is what the upstream sees: prompt and tools share the room.
+        messages = max(0, math.floor((limit - margin) / hints.scale) - tools_tokens)
+        return Budget(window, reserve, tools_tokens, messages, margin, hints.scale)
 
     @property
     def is_async(self) -> bool:
@@ -71,12 +77,16 @@ class Policy:
         return self.chain.is_async
 
     def context(
-        self, body: Mapping[str, Any], counter: TokenCounter, services: Services | None = None
+        self,
+        body: Mapping[str, Any],
+        counter: TokenCounter,
+        services: Services | None = None,
+        hints: BudgetHints = NEUTRAL,
     ) -> CurationContext:
         return CurationContext(
             model=str(body.get("model") or ""),
             counter=counter,
-            budget=self.budget(body, counter).messages,
+            budget=self.budget(body, counter, hints).messages,
             pins=self.pins,
             on_overflow=self.on_overflow,
             services=services,
@@ -89,12 +99,14 @@ class Policy:
         counter: TokenCounter,
         *,
         check: bool = False,
+        hints: BudgetHints = NEUTRAL,
     ) -> CurationResult:
-        """Run the chain on `messages` for the request `body` (model, tools, max_tokens).
+        """Run the chain on `messages` for the request `body` (model, tools, max_tokens);
+        `hints` is what the proxy learned about the upstream (window, calibration).
 
         Raises `AsyncOnlyError` when the chain holds an async curator (see `acurate`).
         """
-        return self.chain.run(messages, self.context(body, counter), check=check)
+        return self.chain.run(messages, self.context(body, counter, None, hints), check=check)
 
     async def acurate(
         self,
@@ -104,9 +116,11 @@ class Policy:
         *,
         services: Services | None = None,
         check: bool = False,
+        hints: BudgetHints = NEUTRAL,
     ) -> CurationResult:
         """Like `curate`, for any chain; async curators reach out only through `services`."""
-        return await self.chain.arun(messages, self.context(body, counter, services), check=check)
+        ctx = self.context(body, counter, services, hints)
+        return await self.chain.arun(messages, ctx, check=check)
 
 
 def _requested_output(body: Mapping[str, Any]) -> int:
