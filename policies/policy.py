@@ -64,7 +64,7 @@ class Policy:
         limit = window - reserve
         if info.max_input_tokens is not None and self.context_window is None:
             limit = min(limit, info.max_input_tokens)
-        tools = _tool_list(body)
+        tools = tool_list(body)
         tools_tokens = counter.count_tools(tools, model) if tools else 0
         margin = math.ceil(window * SAFETY_MARGIN)
         # Our counts times `scale` is what the upstream sees: prompt and tools share the room.
@@ -131,7 +131,7 @@ def _requested_output(body: Mapping[str, Any]) -> int:
     return DEFAULT_OUTPUT_RESERVE
 
 
-def _tool_list(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def tool_list(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     tools = body.get("tools")
     if isinstance(tools, list):
         return [t for t in tools if isinstance(t, Mapping)]

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, settings
 
 from policies import bpe_files
 from policies.tokens import TokenCounter
+from proxy.upstream.models import UpstreamWindows
 from tests import factories
 from tests.fakes.servers import HOST
 from tests.fakes.upstream import FakeOpenAI
@@ -28,6 +29,20 @@ def pytest_configure() -> None:
     they need the files; a failed rebuild (no rs_bpe) leaves tiktoken to download them."""
     for name in bpe_files.FILES:
         bpe_files.ensure(name)
+
+
+@pytest.fixture(autouse=True)
+def _no_window_discovery(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proxy reads each upstream's model list at start (`proxy.upstream.models`); tests
+    that count or inspect what the upstream received expect only the client's requests, so
+    discovery runs only in tests asking for the `window_discovery` fixture."""
+    if "window_discovery" not in request.fixturenames:
+        monkeypatch.setattr(UpstreamWindows, "refresh", lambda *_args: None)
+
+
+@pytest.fixture
+def window_discovery() -> None:
+    """Lets the proxy read its upstreams' model lists (see `_no_window_discovery`)."""
 
 
 @pytest.fixture

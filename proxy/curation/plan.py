@@ -33,6 +33,7 @@ from typing import Any
 import orjson
 
 from policies.base import Action
+from policies.calibration import NEUTRAL, BudgetHints
 from policies.chain import CurationResult
 from policies.errors import ContextOverflow
 from policies.messages import Message
@@ -44,6 +45,7 @@ from proxy.errors import context_length_exceeded, no_route
 from proxy.serving.guard import Inflight
 from proxy.serving.headers import MODE_HEADER, ascii_bytes, curated_headers, policy_headers
 from proxy.serving.routing import PolicyChoice, Router
+from proxy.upstream.facts import ASSUMED, WINDOW_HEADER, UpstreamFacts
 
 log = logging.getLogger("curator.chat")
 
@@ -97,6 +99,9 @@ class ChatRequest:
     model: str | None
     route: Route
     choice: PolicyChoice
+    hints: BudgetHints = NEUTRAL
+    """What the upstream told us: its window for the model, its calibration."""
+    window_assumed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +114,8 @@ class ChatSetup:
     """Encodings already loaded; a request needing another loads it off the event loop."""
     inflight: Inflight | None = None
     """The worker's in-flight count (None: unknown, so big bodies always go to a thread)."""
+    facts: UpstreamFacts | None = None
+    """Upstream windows and calibration (None: the budget uses the tables alone)."""
     router: Router = field(init=False)
     """The config's routes and policies, memoized."""
 
@@ -148,7 +155,9 @@ async def plan_chat(
     started = perf_counter()
     try:
         policy = planned.choice.policy
-        result = await policy.acurate(planned.messages, planned.parsed, counter, services=services)
+        result = await policy.acurate(
+            planned.messages, planned.parsed, counter, services=services, hints=planned.hints
+        )
         body = _body(planned, result)
     except Exception as exc:
         return _reject_or_fail_open(planned, exc)
@@ -204,13 +213,20 @@ def read_request(
     choice = setup.router.policy(route, headers)
     if parsed is None or problem is not None:
         return _skipped(route, raw, problem or "invalid_json", model, choice, parsed)
-    return ChatRequest(raw, parsed, parsed["messages"], model, route, choice)
+    request = ChatRequest(raw, parsed, parsed["messages"], model, route, choice)
+    if setup.facts is not None:
+        name, facts = model or "", setup.facts
+        request.hints = facts.hints(route.upstream, name)
+        models = setup.counter.models
+        assumed = facts.assumed(route.upstream, name, choice.policy, models, request.hints)
+        request.window_assumed = assumed
+    return request
 
 
 def _run_chain(request: ChatRequest, counter: TokenCounter) -> CurationResult:
     policy = request.choice.policy
     if policy.chain.curators:
-        return policy.curate(request.messages, request.parsed, counter)
+        return policy.curate(request.messages, request.parsed, counter, hints=request.hints)
     # An empty chain (passthrough) changes nothing, so only the count is needed; skipping
     # the budget (tool definitions, window lookup) saves a measurable share per request.
     tokens = counter.count_messages(request.messages, request.model or "")
@@ -239,10 +255,13 @@ def _curated(
     started: float,
     summary: SummaryStats | None,
 ) -> ChatPlan:
+    headers = curated_headers(request.route, request.choice, result)
+    if request.window_assumed:
+        headers = (*headers, (WINDOW_HEADER, ASSUMED))
     return ChatPlan(
         route=request.route,
         body=body,
-        headers=curated_headers(request.route, request.choice, result),
+        headers=headers,
         model=request.model,
         policy=request.choice.name,
         parsed=request.parsed,

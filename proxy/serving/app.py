@@ -44,6 +44,7 @@ from proxy.observability.exchange import (
     recording,
 )
 from proxy.observability.observers import metrics_routes, open_observability
+from proxy.protocols.chat import CHAT
 from proxy.serving.edge import Edge, open_edge
 from proxy.serving.guard import PROXY_CREDENTIAL, Guard, Inflight
 from proxy.serving.incoming import (
@@ -57,6 +58,7 @@ from proxy.serving.incoming import (
 from proxy.serving.paths import checked_target, error_handlers
 from proxy.serving.reload import WATCH_INTERVAL_S, reloading
 from proxy.upstream.client import UpstreamRequest
+from proxy.upstream.facts import UsageTail, sent_tokens
 from proxy.upstream.hygiene import request_headers, upstream_url
 from proxy.upstream.relay import Relay, forward
 
@@ -178,9 +180,13 @@ class _Exchange:
             body = await read_body(receive, self.edge.max_body_bytes)
             request = await self._prepare(body, target)
             edge = self.edge
-            await forward(edge.client, request, receive, send, self.headers, self.relay, edge.loop)
+            tail = UsageTail(send) if self._calibrating() else None
+            sink = send if tail is None else tail
+            await forward(edge.client, request, receive, sink, self.headers, self.relay, edge.loop)
             self.status, self.outcome = self.relay.status, self.relay.outcome
             self.error = self.relay.error
+            if tail is not None and tail.status == 200 and self.relay.complete:
+                self._learn(tail.tail())
         except ClientGone:
             self.outcome = "client_disconnect"
         except ProxyError as err:
@@ -221,6 +227,33 @@ class _Exchange:
             connect_timeout_s=upstream.connect_timeout_s,
             read_timeout_s=upstream.read_timeout_s,
         )
+
+    def _calibrating(self) -> bool:
+        """Whether this response's usage teaches the calibration: a counted chat request."""
+        plan = self.plan
+        return (
+            plan is not None
+            and self.edge.chat.facts is not None
+            and plan.skipped is None
+            and plan.tokens_after is not None
+            and plan.mode != "off"
+        )
+
+    def _learn(self, tail: bytes) -> None:
+        plan, facts = self.plan, self.edge.chat.facts
+        if plan is None or facts is None or plan.parsed is None or self.route is None:
+            return
+        usage = CHAT.usage(tail)
+        if usage is None or usage.input_tokens is None:
+            return  # a stream without stream_options.include_usage says nothing
+        # What went upstream: the curated list in enforce, the client's own in shadow.
+        counted = plan.tokens_before if plan.mode == "shadow" else plan.tokens_after
+        if counted is None:
+            return
+        model = plan.model or ""
+        counter = self.edge.chat.counter
+        ours = sent_tokens(counted, plan.parsed, model, counter)
+        facts.learn(plan.route.upstream, model, ours, usage.input_tokens)
 
     def _services_for(self, route: ConfigRoute) -> Services:
         """Summarizer services for this request (async chains only)."""

@@ -14,10 +14,12 @@ from policies.tokens import TokenCounter
 from proxy.config.loader import Config
 from proxy.curation.plan import ChatSetup
 from proxy.observability.exchange import Observer
+from proxy.observability.metrics.calibration import FactsMetrics
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.observers import Observability
 from proxy.serving.guard import Inflight
 from proxy.upstream.client import UpstreamClient, open_client
+from proxy.upstream.facts import UpstreamFacts
 
 PRELOADED_MODELS = ("gpt-4o",)
 """Models whose encodings are loaded at startup: o200k_base, tiktoken's default. Others
@@ -65,6 +67,10 @@ def _routing(config: Config) -> tuple[bool, bool]:
     return by_headers, any(r.match.model is not None for r in config.routes)
 
 
+def _facts_sink(metrics: Metrics | None) -> FactsMetrics | None:
+    return None if metrics is None else FactsMetrics(metrics.registry)
+
+
 def preload(counter: TokenCounter) -> None:
     """Load the common encodings now, so no request pays for reading BPE files."""
     for model in PRELOADED_MODELS:
@@ -85,6 +91,9 @@ async def open_edge(
     await asyncio.to_thread(preload, counter)
     loaded = {counter.encoding_name(m) for m in PRELOADED_MODELS}
     client = await stack.enter_async_context(open_client(transport))
+    facts = UpstreamFacts(_facts_sink(seen.metrics))
+    facts.windows.refresh(client, config.upstreams.values())  # in the background
+    stack.push_async_callback(facts.windows.close)
     caches: Mapping[str, SummaryCache] = {}
     if any(p.is_async for p in config.policies.values()):
         # Imported only when a policy summarizes: its redis client alone costs ~7 MB of
@@ -97,7 +106,7 @@ async def open_edge(
         config,
         asyncio.get_running_loop(),
         client,
-        ChatSetup(config, counter, loaded, inflight),
+        ChatSetup(config, counter, loaded, inflight, facts),
         seen.observers,
         max_body_bytes,
         caches,

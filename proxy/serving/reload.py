@@ -153,9 +153,12 @@ class Reloader:
         old = edge.chat
         if config.models == old.config.models:
             # Counts cached so far stay valid.
-            chat = ChatSetup(config, old.counter, old.loaded, old.inflight)
+            chat = ChatSetup(config, old.counter, old.loaded, old.inflight, old.facts)
         else:
-            chat = ChatSetup(config, self._counter_for(config.models), inflight=old.inflight)
+            counter = self._counter_for(config.models)
+            chat = ChatSetup(config, counter, inflight=old.inflight, facts=old.facts)
+        if old.facts is not None:  # the upstreams' model lists, read again in the background
+            old.facts.windows.refresh(edge.client, config.upstreams.values())
         return edge.serving(config, chat, await self._caches(config, edge.caches))
 
     async def _caches(

@@ -137,7 +137,8 @@ def test_json_output_carries_the_same_numbers(
     assert request["route"] == "agents"
     assert request["policy"] == "agents"
     assert request["budget"] == {
-        "context_window": 2000, "reserve_output": 200, "tools": 0, "messages": 1780, "margin": 20
+        "context_window": 2000, "reserve_output": 200, "tools": 0, "messages": 1780, "margin": 20,
+            "scale": 1.0,
     }  # fmt: skip
     assert request["tokens_before"] == expected.tokens_before
     assert request["tokens_after"] == expected.tokens_after < expected.tokens_before

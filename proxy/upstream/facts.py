@@ -1,0 +1,133 @@
+"""What the proxy learns about its upstreams, for the budget: their windows and their counts.
+
+One `UpstreamFacts` per worker process, kept across reloads. It gives each request its
+`BudgetHints` (the window the upstream's model list states, `proxy.upstream.models`; the
+calibration scale, `policies.calibration`), says aloud when a model's window is only
+assumed (a warning once per model, a metric, `x-curator-window: assumed`), and learns from
+the usage each curated response reports (`learn`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from starlette.types import Message, Send
+
+from policies.calibration import NEUTRAL, BudgetHints, Calibration, Observation
+from policies.models import ModelTable
+from policies.policy import Policy, tool_list
+from policies.tokens import TokenCounter
+from proxy.protocols.base import USAGE_TAIL_BYTES
+from proxy.upstream.models import UpstreamWindows
+
+log = logging.getLogger("curator.models")
+
+WINDOW_HEADER = b"x-curator-window"
+ASSUMED = b"assumed"
+MAX_WARNED = 256
+"""Models warned about once each; past this many the warnings stop (the metric goes on)."""
+
+
+class FactsSink(Protocol):
+    """Where what the facts see goes (the metrics)."""
+
+    def calibrated(self, upstream: str, model: str, observation: Observation) -> None: ...
+
+    def window_assumed(self, upstream: str) -> None: ...
+
+
+class UpstreamFacts:
+    """Windows and calibration per (upstream, model), for one worker process."""
+
+    __slots__ = ("_warned", "calibration", "sink", "windows")
+
+    def __init__(self, sink: FactsSink | None = None, calibration: Calibration | None = None):
+        self.windows = UpstreamWindows()
+        self.calibration = calibration or Calibration()
+        self.sink = sink
+        self._warned: set[str] = set()
+
+    def hints(self, upstream: str, model: str) -> BudgetHints:
+        window = self.windows.window(upstream, model)
+        scale = self.calibration.scale(upstream, model)
+        if window is None and scale == 1.0:
+            return NEUTRAL
+        return BudgetHints(window, scale)
+
+    def assumed(
+        self, upstream: str, model: str, policy: Policy, models: ModelTable, hints: BudgetHints
+    ) -> bool:
+        """Whether the budget runs on the default window because nobody knows the model's
+        (no policy `context_window`, no `models:` entry, no upstream, not in the table);
+        said once per model in the log, and every time to the metrics."""
+        if policy.context_window is not None or hints.window is not None:
+            return False
+        if models.find(model) is not None:
+            return False
+        if model not in self._warned and len(self._warned) < MAX_WARNED:
+            self._warned.add(model)
+            log.warning(
+                "model %r on upstream %s: its context window is unknown (no models: entry, "
+                "not in the upstream's model list, not in the built-in table); assuming "
+                "%d tokens",
+                model,
+                upstream,
+                models.lookup(model).context_window,
+            )
+        if self.sink is not None:
+            self.sink.window_assumed(upstream)
+        return True
+
+    def learn(
+        self,
+        upstream: str,
+        model: str,
+        ours: int,
+        theirs: int | None,
+    ) -> Observation | None:
+        """One response's prompt count (`theirs`) against our count of what we sent."""
+        if theirs is None:
+            return None
+        observation = self.calibration.observe(upstream, model, ours, theirs)
+        if observation is not None and self.sink is not None:
+            self.sink.calibrated(upstream, model, observation)
+        return observation
+
+
+def sent_tokens(
+    messages_tokens: int, body: Mapping[str, Any], model: str, counter: TokenCounter
+) -> int:
+    """Our count of a prompt: its messages (reply priming included) and tool definitions."""
+    tools: Sequence[Mapping[str, Any]] = tool_list(body)
+    return messages_tokens + (counter.count_tools(tools, model) if tools else 0)
+
+
+class UsageTail:
+    """An ASGI `send` that keeps the response's status and its last `USAGE_TAIL_BYTES`
+    (where usage is: the end of a JSON body, the last chunk of a stream)."""
+
+    __slots__ = ("_chunks", "_send", "_size", "status")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self.status: int | None = None
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.body":
+            body = message.get("body", b"")
+            if body:
+                self._chunks.append(body)
+                self._size += len(body)
+                while self._size - len(self._chunks[0]) >= USAGE_TAIL_BYTES:
+                    self._size -= len(self._chunks.popleft())
+        elif message["type"] == "http.response.start":
+            self.status = message["status"]
+        await self._send(message)
+
+    def tail(self) -> bytes:
+        return b"".join(self._chunks)[-USAGE_TAIL_BYTES:]
