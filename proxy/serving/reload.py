@@ -41,7 +41,7 @@ from proxy.config.loader import (
     file_stamp,
     load_config,
 )
-from proxy.curation.plan import ChatSetup
+from proxy.curation.plan import CurationSetup
 
 if TYPE_CHECKING:
     import uvicorn
@@ -150,16 +150,16 @@ class Reloader:
 
     async def _derive(self, edge: Edge, config: Config) -> Edge:
         """`edge` serving `config`; the client, observers and limits stay."""
-        old = edge.chat
+        old = edge.curation
         if config.models == old.config.models:
             # Counts cached so far stay valid.
-            chat = ChatSetup(config, old.counter, old.loaded, old.inflight, old.facts)
+            setup = CurationSetup(config, old.counter, old.loaded, old.inflight, old.facts)
         else:
             counter = self._counter_for(config.models)
-            chat = ChatSetup(config, counter, inflight=old.inflight, facts=old.facts)
+            setup = CurationSetup(config, counter, inflight=old.inflight, facts=old.facts)
         if old.facts is not None:  # the upstreams' model lists, read again in the background
             old.facts.windows.refresh(edge.client, config.upstreams.values())
-        return edge.serving(config, chat, await self._caches(config, edge.caches))
+        return edge.serving(config, setup, await self._caches(config, edge.caches))
 
     async def _caches(
         self, config: Config, current: Mapping[str, SummaryCache]

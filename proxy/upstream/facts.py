@@ -10,17 +10,14 @@ the usage each curated response reports (`learn`).
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
-
-from starlette.types import Message, Send
 
 from policies.calibration import NEUTRAL, BudgetHints, Calibration, Observation
 from policies.models import ModelTable
 from policies.policy import Policy, tool_list
 from policies.tokens import TokenCounter
-from proxy.protocols.base import USAGE_TAIL_BYTES
+from proxy.observability.exchange import ExchangeRecord
 from proxy.upstream.models import UpstreamWindows
 
 log = logging.getLogger("curator.models")
@@ -105,29 +102,18 @@ def sent_tokens(
     return messages_tokens + (counter.count_tools(tools, model) if tools else 0)
 
 
-class UsageTail:
-    """An ASGI `send` that keeps the response's status and its last `USAGE_TAIL_BYTES`
-    (where usage is: the end of a JSON body, the last chunk of a stream)."""
-
-    __slots__ = ("_chunks", "_send", "_size", "status")
-
-    def __init__(self, send: Send) -> None:
-        self._send = send
-        self._chunks: deque[bytes] = deque()
-        self._size = 0
-        self.status: int | None = None
-
-    async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.body":
-            body = message.get("body", b"")
-            if body:
-                self._chunks.append(body)
-                self._size += len(body)
-                while self._size - len(self._chunks[0]) >= USAGE_TAIL_BYTES:
-                    self._size -= len(self._chunks.popleft())
-        elif message["type"] == "http.response.start":
-            self.status = message["status"]
-        await self._send(message)
-
-    def tail(self) -> bytes:
-        return b"".join(self._chunks)[-USAGE_TAIL_BYTES:]
+def learn(facts: UpstreamFacts, record: ExchangeRecord, counter: TokenCounter) -> None:
+    """Teach the calibration what the upstream counted for a curated request that it
+    answered in full (the usage in the response's tail)."""
+    if record.status != 200 or record.skip_reason is not None or record.upstream is None:
+        return
+    # What went upstream: the curated list in enforce, the client's own in shadow.
+    counted = record.tokens_before if record.mode == "shadow" else record.tokens_after
+    if counted is None or record.body is None or record.mode == "off":
+        return
+    usage = record.usage()
+    if usage is None or usage.input_tokens is None:
+        return  # e.g. a stream without stream_options.include_usage
+    model = record.model or ""
+    ours = sent_tokens(counted, record.body, model, counter)
+    facts.learn(record.upstream, model, ours, usage.input_tokens)

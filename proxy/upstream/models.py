@@ -25,7 +25,6 @@ import orjson
 from policies.models import bare_name
 from proxy.config.loader import UpstreamConfig
 from proxy.upstream.client import UpstreamClient, UpstreamRequest
-from proxy.upstream.relay import MapUpstreamErrors
 from proxy.upstream.safe_text import loggable_url
 
 log = logging.getLogger("curator.models")
@@ -128,8 +127,7 @@ async def _fetch(client: UpstreamClient, upstream: UpstreamConfig) -> dict[str, 
     )
     try:
         async with asyncio.timeout(DISCOVERY_TIMEOUT_S):
-            with MapUpstreamErrors():
-                body, status = await _read(client, request)
+            body, status = await _read(client, request)
     except Exception as exc:  # discovery is best effort: the table still applies
         log.info("model windows: %s: not read (%s)", loggable_url(url), type(exc).__name__)
         return None

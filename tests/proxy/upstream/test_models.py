@@ -9,8 +9,7 @@ import orjson
 import pytest
 
 from proxy.config.loader import UpstreamConfig
-from proxy.upstream.client import HttpxClient
-from proxy.upstream.facts import UsageTail
+from proxy.upstream.httpx_client import HttpxClient
 from proxy.upstream.models import UpstreamWindows, windows_in
 
 
@@ -101,24 +100,3 @@ def test_a_failed_discovery_keeps_what_the_last_one_found() -> None:
         return windows
 
     assert asyncio.run(run()).window("a", "m") == 4096
-
-
-def test_usage_tail_keeps_the_status_and_the_last_bytes() -> None:
-    sent: list[object] = []
-
-    async def send(message: object) -> None:
-        sent.append(message)
-
-    async def run() -> UsageTail:
-        tail = UsageTail(send)  # type: ignore[arg-type]
-        await tail({"type": "http.response.start", "status": 200, "headers": []})
-        for _ in range(100):
-            await tail({"type": "http.response.body", "body": b"x" * 1000, "more_body": True})
-        await tail({"type": "http.response.body", "body": b'{"usage":1}', "more_body": False})
-        return tail
-
-    tail = asyncio.run(run())
-    assert tail.status == 200
-    assert tail.tail().endswith(b'{"usage":1}')
-    assert len(tail.tail()) == 16 * 1024
-    assert len(sent) == 102
