@@ -17,15 +17,22 @@ from typing import Any, Protocol, runtime_checkable
 from policies.base import Curator, PinSpec
 from policies.chain import Chain
 from policies.errors import ConfigError, ParamError, Problem
-from policies.policy import OnOverflow, Policy
+from policies.policy import OnOverflow, OnUpstreamOverflow, Policy
 from policies.validate import Problems, Reader, describe, one_of, suggest
 from policies.yamlsrc import KeyPath, Located, parse, parse_file
 
 Registry = Mapping[str, type[Curator]]
 
 PRESET_PREFIX = "preset:"
-POLICY_KEYS = ("context_window", "reserve_output_tokens", "on_overflow", "curators")
+POLICY_KEYS = (
+    "context_window",
+    "reserve_output_tokens",
+    "on_overflow",
+    "on_upstream_overflow",
+    "curators",
+)
 ON_OVERFLOW = ("truncate", "reject", "forward")
+ON_UPSTREAM_OVERFLOW = ("retry", "pass")
 _FIELD_PART = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
 
 
@@ -145,9 +152,13 @@ def build_policy(
     on_overflow: OnOverflow = Reader(problems).get(
         data, "on_overflow", path, "truncate", one_of(*ON_OVERFLOW)
     )
+    upstream_overflow: OnUpstreamOverflow = Reader(problems).get(
+        data, "on_upstream_overflow", path, "retry", one_of(*ON_UPSTREAM_OVERFLOW)
+    )
     curators = _curators(data.get("curators"), (*path, "curators"), problems, registry)
     pins = next((c.pin_spec() for c in curators if isinstance(c, PinSource)), PinSpec())
-    return Policy(name, Chain(curators), window, reserve, on_overflow, pins)
+    chain = Chain(curators)
+    return Policy(name, chain, window, reserve, on_overflow, pins, upstream_overflow)
 
 
 def _load_located(located: Located, name: str, registry: Registry | None) -> Policy:

@@ -24,6 +24,7 @@ SAFETY_MARGIN = 0.01
 a few tokens per tool call or content part that it does not see, and a curated request
 that is rejected for a handful of tokens is the one failure this proxy must not cause."""
 OnOverflow = Literal["truncate", "reject", "forward"]
+OnUpstreamOverflow = Literal["retry", "pass"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,9 @@ class Policy:
     """None = auto: the request's max_completion_tokens / max_tokens, else 4096."""
     on_overflow: OnOverflow = "truncate"
     pins: PinSpec = field(default_factory=PinSpec)
+    on_upstream_overflow: OnUpstreamOverflow = "retry"
+    """An upstream `context_length_exceeded` on a curated request: `retry` curates again
+    tighter and sends once more before the client sees anything; `pass` relays the error."""
 
     def budget(
         self, body: Mapping[str, Any], counter: TokenCounter, hints: BudgetHints = NEUTRAL

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Container, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter
 
 from policies.calibration import NEUTRAL, BudgetHints
@@ -67,6 +67,9 @@ class Plan:
     """The client's exact bytes, unless curation changed the messages."""
     headers: tuple[tuple[bytes, bytes], ...]
     """The `x-curator-*` response headers (the request id is added by the app)."""
+    pending: Pending | None = None
+    """A request curated in enforce mode, kept so an upstream overflow can be rescued
+    (`replan`); None otherwise."""
 
 
 ServicesFor = Callable[[Route], Services]
@@ -260,7 +263,34 @@ def _curated(
     headers = curated_headers(request.route, request.choice, result)
     if request.window_assumed:
         headers = (*headers, (WINDOW_HEADER, ASSUMED))
-    return Plan(request.route, body, headers)
+    rescuable = request.route.mode == "enforce" and bool(request.choice.policy.chain.curators)
+    return Plan(request.route, body, headers, request if rescuable else None)
+
+
+async def replan(
+    request: Pending, counter: TokenCounter, hints: BudgetHints, services: Services | None
+) -> Plan | None:
+    """`request` curated again to `hints` (an overflow rescue, `proxy.curation.rescue`);
+    None when that cannot help: the policy rejects or fails, or nothing more was cut."""
+    before = request.record.tokens_after
+    again = replace(request, hints=hints)
+    started = perf_counter()
+    try:
+        policy, wire = again.choice.policy, again.wire
+        if policy.is_async:
+            result = await policy.acurate(
+                wire.messages, wire.facts, counter, services=services, hints=hints
+            )
+        else:
+            result = policy.curate(wire.messages, wire.facts, counter, hints=hints)
+        body = _body(again, result)
+    except Exception:  # ContextOverflow (on_overflow: reject) included: the error stands
+        log.debug("rescue: curating again failed", exc_info=True)
+        return None
+    if not result.messages or (before is not None and result.tokens_after >= before):
+        return None
+    summary = services.stats if services is not None else None
+    return _curated(again, result, body, started, summary)
 
 
 def _body(request: Pending, result: CurationResult) -> bytes:

@@ -101,12 +101,26 @@ class ExchangeRecord:
     code mid-response, `client_disconnect` or `shutdown`; None when it was complete."""
     summary_calls: tuple[SummaryCall, ...] = ()
     """The summarizer's model calls for this request (collected only for the audit log)."""
+    rescued: FirstAttempt | None = None
+    """The attempt the upstream rejected as too long, when it was rescued (curated again
+    and sent once more: `proxy.curation.rescue`); the fields above are the second one's."""
 
     def usage(self) -> Usage | None:
         """The token usage the upstream reported, read from `tail` by the protocol."""
         if self.protocol is None or not self.tail:
             return None
         return self.protocol.usage(self.tail)
+
+
+@dataclass(frozen=True, slots=True)
+class FirstAttempt:
+    """A curated request the upstream answered 400 `context_length_exceeded`."""
+
+    curated: Sequence[Message] | None
+    actions: tuple[Action, ...]
+    tokens_after: int | None
+    error: bytes
+    """The upstream's error body."""
 
 
 @dataclass(frozen=True, slots=True)

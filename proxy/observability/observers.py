@@ -32,7 +32,13 @@ from proxy.config.loader import Config
 from proxy.errors import ProxyError
 from proxy.observability.audit.entry import SUMMARIZER, AuditEntry
 from proxy.observability.audit.writer import AuditWriter, Outcome, open_audit
-from proxy.observability.exchange import ExchangeRecord, Observer, SummaryCall, new_id
+from proxy.observability.exchange import (
+    ExchangeRecord,
+    FirstAttempt,
+    Observer,
+    SummaryCall,
+    new_id,
+)
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.metrics.labels import labels_for
 from proxy.observability.metrics.multiproc import mark_worker_dead
@@ -162,6 +168,8 @@ class AuditObserver:
             return
         for call in record.summary_calls:
             self._writer.submit(summary_entry(record, call))
+        if record.rescued is not None:
+            self._writer.submit(rejected_attempt_entry(record, record.rescued))
         self._writer.submit(exchange_entry(record))
         if self._metrics is not None:
             self._metrics.audit_queue_depth.set(self._writer.queue_depth())
@@ -193,6 +201,29 @@ def exchange_entry(record: ExchangeRecord) -> AuditEntry:
         ttfb_ms=record.ttfb_s * 1000 if record.ttfb_s is not None else None,
         response=_response(record),
         incomplete=record.incomplete,
+    )
+
+
+def rejected_attempt_entry(record: ExchangeRecord, first: FirstAttempt) -> AuditEntry:
+    """The attempt an overflow rescue replaced, linked to the request (mode `rescued`)."""
+    return AuditEntry(
+        id=new_id(),
+        time=record.started_at,
+        kind=record.protocol.name if record.protocol is not None else "",
+        parent_id=record.id,
+        protocol=record.protocol or CHAT,
+        route=record.route,
+        policy=record.policy,
+        mode="rescued",
+        model=record.model,
+        authorization=record.authorization,
+        original=record.original if record.original is not None else (),
+        curated=first.curated,
+        actions=first.actions,
+        tokens_before=record.tokens_before,
+        tokens_after=first.tokens_after,
+        status=400,
+        response=first.error,
     )
 
 

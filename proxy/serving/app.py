@@ -30,7 +30,8 @@ from policies.summary_io import Services
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config
 from proxy.config.loader import Route as ConfigRoute
-from proxy.curation.plan import plan
+from proxy.curation.plan import Plan, plan
+from proxy.curation.rescue import Overflow, RescuingClient, retry_request
 from proxy.errors import JSON_HEADERS, ProxyError, no_route
 from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.exchange import (
@@ -57,7 +58,7 @@ from proxy.serving.paths import checked_target, error_handlers
 from proxy.serving.reload import WATCH_INTERVAL_S, reloading
 from proxy.serving.routing import POLICY_HEADER_RAW
 from proxy.types import ASGIApp, Receive, Scope, Send
-from proxy.upstream.client import UpstreamRequest
+from proxy.upstream.client import UpstreamClient, UpstreamRequest
 from proxy.upstream.facts import learn
 from proxy.upstream.hygiene import request_headers, upstream_url
 from proxy.upstream.relay import Relay, forward
@@ -166,6 +167,7 @@ class _Exchange:
         ]
         """The x-curator-* response headers, on success and on the proxy's own errors."""
         self.summary_calls: list[SummaryCall] = []
+        self.planned: Plan | None = None
 
     async def run(self, receive: Receive, send: Send) -> None:
         record, relay = self.record, self.relay
@@ -174,7 +176,8 @@ class _Exchange:
             body = await read_body(receive, self.edge.max_body_bytes)
             request = await self._prepare(body, target)
             edge = self.edge
-            await forward(edge.client, request, receive, send, self.headers, relay, edge.loop)
+            client = self._rescuing(request)
+            await forward(client, request, receive, send, self.headers, relay, edge.loop)
             record.status, record.outcome, record.error = relay.status, relay.outcome, relay.error
         except ClientGone:
             record.outcome = "client_disconnect"
@@ -194,6 +197,7 @@ class _Exchange:
             wanted = edge.route_by_headers or has_header(scope["headers"], POLICY_HEADER_RAW)
             headers = header_map(scope["headers"]) if wanted else {}
             planned = await plan(protocol, body, headers, edge.curation, record, self._services_for)
+            self.planned = planned
             route, body = planned.route, planned.body
             self.headers.extend(planned.headers)
             learning = edge.curation.facts is not None
@@ -220,6 +224,31 @@ class _Exchange:
             connect_timeout_s=upstream.connect_timeout_s,
             read_timeout_s=upstream.read_timeout_s,
         )
+
+    def _rescuing(self, request: UpstreamRequest) -> UpstreamClient:
+        """The upstream client; for a request curated in enforce mode whose policy says
+        `on_upstream_overflow: retry`, one that rescues a context-length 400."""
+        planned, client = self.planned, self.edge.client
+        pending = planned.pending if planned is not None else None
+        if planned is None or pending is None:
+            return client
+        policy = pending.choice.policy
+        if policy.on_upstream_overflow != "retry":
+            return client
+
+        async def retry(overflow: Overflow, error: bytes) -> UpstreamRequest | None:
+            services = self._services_for(pending.route) if policy.is_async else None
+            return await retry_request(
+                overflow,
+                error,
+                planned=planned,
+                request=request,
+                setup=self.edge.curation,
+                services=services,
+                headers=self.headers,
+            )
+
+        return RescuingClient(client, retry)
 
     def _services_for(self, route: ConfigRoute) -> Services:
         """Summarizer services for this request (async chains only)."""

@@ -35,6 +35,8 @@ class FactsSink(Protocol):
 
     def window_assumed(self, upstream: str) -> None: ...
 
+    def rescued(self, upstream: str, retried: bool) -> None: ...
+
 
 class UpstreamFacts:
     """Windows and calibration per (upstream, model), for one worker process."""
@@ -92,6 +94,11 @@ class UpstreamFacts:
         if observation is not None and self.sink is not None:
             self.sink.calibrated(upstream, model, observation)
         return observation
+
+    def rescued(self, upstream: str, retried: bool) -> None:
+        """An upstream overflow on a curated request: curated again and resent, or not."""
+        if self.sink is not None:
+            self.sink.rescued(upstream, retried)
 
 
 def sent_tokens(

@@ -6,6 +6,10 @@
 - `curator_calibration_error{upstream}`: what we predicted (our count times the estimate
   in force) / what the upstream reported, minus one, for each curated response.
 - `curator_window_assumed_total{upstream}`: requests whose model's window nobody knew.
+- `curator_upstream_overflows_total{upstream, result}`: curated requests the upstream
+  rejected as too long: `retried` (curated again and resent before the client saw
+  anything) or `passed` (the policy could cut nothing more, or says
+  `on_upstream_overflow: pass`: the client got the upstream's 400).
 
 Model names come from clients, so the `model` label holds at most `MAX_MODEL_LABELS`
 distinct names per process; the rest share `other`.
@@ -50,6 +54,13 @@ class FactsMetrics:
             registry=registry,
         )
 
+        self.overflows = Counter(
+            "curator_upstream_overflows",
+            "Curated requests the upstream rejected as too long, by what the proxy did",
+            ("upstream", "result"),
+            registry=registry,
+        )
+
     def _model(self, name: str) -> str:
         if name in self._models:
             return name
@@ -65,3 +76,6 @@ class FactsMetrics:
 
     def window_assumed(self, upstream: str) -> None:
         self.assumed.labels(upstream).inc()
+
+    def rescued(self, upstream: str, retried: bool) -> None:
+        self.overflows.labels(upstream, "retried" if retried else "passed").inc()

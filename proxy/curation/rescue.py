@@ -1,0 +1,215 @@
+"""Overflow rescue: a curated request the upstream rejects as too long is curated again,
+tighter, and sent once more, before any byte reaches the client.
+
+Our count is an estimate for most models, and the calibration learns only from answers;
+so the first long request to a model that counts more, or a jump in what the upstream
+counts, can still be answered 400 `context_length_exceeded`. The relay has not started
+then (the client has no byte), so `RescuingClient` reads that error, asks the exchange's
+`Retry` for a request curated to a budget tightened by what the error says, and sends it
+instead. Only once: a second rejection reaches the client as the upstream wrote it.
+
+How much tighter: OpenAI's and vLLM's messages state the window and the count
+("maximum context length is 8192 tokens. However, your messages resulted in 8445
+tokens", or "you requested 8445 tokens (7933 in the messages, 512 in the completion)").
+The upstream's prompt count over ours is the ratio the retry's budget divides by (plus
+`TIGHTEN_MARGIN`); the stated window replaces ours. A message without numbers tightens by
+`FALLBACK_TIGHTEN`. The stated count also teaches the calibration.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+import orjson
+
+from policies.calibration import BudgetHints
+from policies.summary_io import Services
+from proxy.curation.plan import CurationSetup, Plan, replan
+from proxy.observability.exchange import FirstAttempt
+from proxy.types import Headers
+from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
+from proxy.upstream.facts import sent_tokens
+
+log = logging.getLogger("curator.rescue")
+
+MAX_ERROR_BYTES = 64 * 1024
+"""A 400 body longer than this is not an overflow error: relayed without being read whole."""
+TIGHTEN_MARGIN = 1.02
+FALLBACK_TIGHTEN = 1.10
+RESCUED_HEADER = b"x-curator-rescued"
+
+_WINDOW = re.compile(rb"maximum context length is (\d+)")
+_PROMPT = re.compile(rb"(\d+) in the messages|messages resulted in (\d+) tokens")
+_REQUESTED = re.compile(rb"(?:requested|resulted in) (\d+) tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Overflow:
+    """What an upstream's context-length error says (None: it did not say)."""
+
+    window: int | None
+    prompt: int | None
+    """The upstream's count of the prompt alone."""
+    requested: int | None
+    """The count it compared with the window (prompt, maybe plus the completion)."""
+
+
+def overflow_in(body: bytes) -> Overflow | None:
+    """The overflow a 400 body reports, None when it is another error."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    error = parsed.get("error", parsed) if isinstance(parsed, dict) else None
+    if not isinstance(error, dict):
+        return None
+    message = error.get("message")
+    text = message.encode() if isinstance(message, str) else b""
+    window = _number(_WINDOW.search(text))
+    if error.get("code") != "context_length_exceeded" and window is None:
+        return None
+    prompt = _number(_PROMPT.search(text))
+    return Overflow(window, prompt, _number(_REQUESTED.search(text)))
+
+
+def _number(found: re.Match[bytes] | None) -> int | None:
+    if found is None:
+        return None
+    return int(next(g for g in found.groups() if g is not None))
+
+
+def tightened(hints: BudgetHints, overflow: Overflow, ours: int) -> BudgetHints:
+    """The hints for the retry: the stated window, and the budget divided by the ratio
+    the upstream's count shows (or by `FALLBACK_TIGHTEN` when it showed none)."""
+    counted = overflow.prompt or overflow.requested
+    if counted is not None and ours > 0:
+        scale = max(hints.scale, counted / ours) * TIGHTEN_MARGIN
+    else:
+        scale = hints.scale * FALLBACK_TIGHTEN
+    return BudgetHints(overflow.window or hints.window, scale)
+
+
+Retry = Callable[[Overflow, bytes], Awaitable[UpstreamRequest | None]]
+"""Given the overflow and the error body: the request to send instead, None to relay the
+error as it is (the policy cannot do better)."""
+
+
+class RescuingClient:
+    """An `UpstreamClient` that turns one context-length 400 into a tighter retry."""
+
+    __slots__ = ("_client", "_retry")
+
+    def __init__(self, client: UpstreamClient, retry: Retry) -> None:
+        self._client = client
+        self._retry: Retry | None = retry
+
+    async def send(self, request: UpstreamRequest) -> UpstreamResponse:
+        response = await self._client.send(request)
+        retry = self._retry
+        if response.status != 400 or retry is None:
+            return response
+        self._retry = None  # once
+        read = await _read_some(response)
+        overflow = overflow_in(_decoded(read, response.headers)) if read.whole else None
+        if overflow is not None:
+            again = await retry(overflow, _decoded(read, response.headers))
+            if again is not None:
+                await response.aclose()
+                return await self._client.send(again)
+        return _Replay(response, read.body)
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    body: bytes
+    whole: bool
+
+
+async def _read_some(response: UpstreamResponse) -> _Read:
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_ERROR_BYTES:
+        chunk = await response.read()
+        if not chunk:
+            return _Read(b"".join(chunks), True)
+        chunks.append(chunk)
+        size += len(chunk)
+    return _Read(b"".join(chunks), False)
+
+
+def _decoded(read: _Read, headers: Headers) -> bytes:
+    """The body as JSON text: a gzip/deflate error body (a client asked for it) inflated."""
+    coding = next((v for n, v in headers if n.lower() == b"content-encoding"), b"").lower()
+    if coding not in (b"gzip", b"deflate"):
+        return read.body
+    try:
+        inflater = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
+        return inflater.decompress(read.body, MAX_ERROR_BYTES)
+    except zlib.error:
+        return b""
+
+
+class _Replay:
+    """The upstream's response with the bytes already read put back in front."""
+
+    __slots__ = ("_prefix", "_response", "headers", "status")
+
+    def __init__(self, response: UpstreamResponse, prefix: bytes) -> None:
+        self._response = response
+        self._prefix = prefix
+        self.status = response.status
+        self.headers = response.headers
+
+    async def read(self) -> bytes:
+        if self._prefix:
+            prefix, self._prefix = self._prefix, b""
+            return prefix
+        return await self._response.read()
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+async def retry_request(
+    overflow: Overflow,
+    error: bytes,
+    *,
+    planned: Plan,
+    request: UpstreamRequest,
+    setup: CurationSetup,
+    services: Services | None,
+    headers: list[tuple[bytes, bytes]],
+) -> UpstreamRequest | None:
+    """The exchange's `Retry`: `planned`'s request curated again to a tightened budget, its
+    first attempt kept in the record, `headers` (the plan's, after the request id) replaced
+    by the new plan's plus `x-curator-rescued`. None when curating again cannot help."""
+    pending = planned.pending
+    if pending is None:
+        return None
+    record, counter, facts = pending.record, setup.counter, setup.facts
+    model = pending.wire.model or ""
+    ours = sent_tokens(record.tokens_after or 0, pending.wire.facts, model, counter)
+    upstream = pending.route.upstream
+    if facts is not None and overflow.prompt is not None:
+        facts.learn(upstream, model, ours, overflow.prompt)
+    first = FirstAttempt(record.curated, record.actions, record.tokens_after, error)
+    again = await replan(pending, counter, tightened(pending.hints, overflow, ours), services)
+    if facts is not None:
+        facts.rescued(upstream, again is not None)
+    if again is None:
+        log.info("request %s: upstream overflow on %s; nothing more to cut", record.id, model)
+        return None
+    record.rescued = first
+    headers[1:] = [*again.headers, (RESCUED_HEADER, b"1")]
+    log.info(
+        "request %s: upstream overflow on %s; curated again (%s -> %s tokens) and resent",
+        record.id,
+        model,
+        first.tokens_after,
+        record.tokens_after,
+    )
+    return replace(request, body=again.body)
