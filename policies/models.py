@@ -111,13 +111,26 @@ class ModelTable:
 
     def override(self, model: str) -> ModelInfo | None:
         """The first of the user's overrides whose glob matches `model`."""
+        found = self._override(model)
+        return found[1] if found is not None else None
+
+    def _override(self, model: str) -> tuple[str, ModelInfo] | None:
         full, bare = model.strip().lower(), bare_name(model)
         for pattern, info in self.overrides:
             # A user's glob may name the model with or without its provider prefix.
             glob = pattern.lower()
             if fnmatchcase(full, glob) or fnmatchcase(bare, glob):
-                return info
+                return pattern, info
         return None
+
+    def pattern(self, model: str) -> str | None:
+        """The glob `find` matches `model` with (an override's, else the table's): a name
+        from the config or the code, never the client's, so fit for a metric label."""
+        found = self._override(model)
+        if found is not None:
+            return found[0]
+        bare = bare_name(model)
+        return next((p for p, _ in BUILTIN if fnmatchcase(bare, p)), None)
 
     def find(self, model: str) -> ModelInfo | None:
         """The first override, then built-in entry, whose glob matches `model`."""

@@ -195,7 +195,7 @@ async def retry_request(
     ours = sent_tokens(record.tokens_after or 0, pending.wire.facts, model, counter)
     upstream = pending.route.upstream
     if facts is not None and overflow.prompt is not None:
-        facts.learn(upstream, model, ours, overflow.prompt)
+        facts.learn(upstream, model, ours, overflow.prompt, counter.models)
     first = FirstAttempt(record.curated, record.actions, record.tokens_after, error)
     again = await replan(pending, counter, tightened(pending.hints, overflow, ours), services)
     if facts is not None:

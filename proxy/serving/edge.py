@@ -14,7 +14,6 @@ from policies.tokens import TokenCounter
 from proxy.config.loader import Config
 from proxy.curation.plan import CurationSetup
 from proxy.observability.exchange import Observer
-from proxy.observability.metrics.calibration import FactsMetrics
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.observers import Observability
 from proxy.serving.guard import Inflight
@@ -69,10 +68,6 @@ def _routing(config: Config) -> tuple[bool, bool]:
     return by_headers, any(r.match.model is not None for r in config.routes)
 
 
-def _facts_sink(metrics: Metrics | None) -> FactsMetrics | None:
-    return None if metrics is None else FactsMetrics(metrics.registry)
-
-
 def preload(counter: TokenCounter) -> None:
     """Load the common encodings now, so no request pays for reading BPE files."""
     for model in PRELOADED_MODELS:
@@ -93,7 +88,7 @@ async def open_edge(
     await asyncio.to_thread(preload, counter)
     loaded = {counter.encoding_name(m) for m in PRELOADED_MODELS}
     client = await stack.enter_async_context(open_client(transport))
-    facts = UpstreamFacts(_facts_sink(seen.metrics))
+    facts = UpstreamFacts(seen.metrics.facts if seen.metrics is not None else None)
     facts.windows.refresh(client, config.upstreams.values())  # in the background
     stack.push_async_callback(facts.windows.close)
     caches: Mapping[str, SummaryCache] = {}

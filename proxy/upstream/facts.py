@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from policies.calibration import NEUTRAL, BudgetHints, Calibration, Observation
-from policies.models import ModelTable
+from policies.models import ModelTable, bare_name
 from policies.policy import Policy, tool_list
 from policies.tokens import TokenCounter
 from proxy.observability.exchange import ExchangeRecord
+from proxy.observability.metrics.labels import OTHER
 from proxy.upstream.models import UpstreamWindows
 
 log = logging.getLogger("curator.models")
@@ -31,7 +32,7 @@ MAX_WARNED = 256
 class FactsSink(Protocol):
     """Where what the facts see goes (the metrics)."""
 
-    def calibrated(self, upstream: str, model: str, observation: Observation) -> None: ...
+    def calibrated(self, upstream: str, label: str, observation: Observation) -> None: ...
 
     def window_assumed(self, upstream: str) -> None: ...
 
@@ -81,19 +82,22 @@ class UpstreamFacts:
         return True
 
     def learn(
-        self,
-        upstream: str,
-        model: str,
-        ours: int,
-        theirs: int | None,
+        self, upstream: str, model: str, ours: int, theirs: int | None, models: ModelTable
     ) -> Observation | None:
         """One response's prompt count (`theirs`) against our count of what we sent."""
         if theirs is None:
             return None
         observation = self.calibration.observe(upstream, model, ours, theirs)
         if observation is not None and self.sink is not None:
-            self.sink.calibrated(upstream, model, observation)
+            self.sink.calibrated(upstream, self.model_label(upstream, model, models), observation)
         return observation
+
+    def model_label(self, upstream: str, model: str, models: ModelTable) -> str:
+        """A metric label for `model`: the upstream's own id for it, else the glob it
+        matched in the config or the table, else `other` (never free client input)."""
+        if self.windows.window(upstream, model) is not None:
+            return bare_name(model)
+        return models.pattern(model) or OTHER
 
     def rescued(self, upstream: str, retried: bool) -> None:
         """An upstream overflow on a curated request: curated again and resent, or not."""
@@ -123,4 +127,4 @@ def learn(facts: UpstreamFacts, record: ExchangeRecord, counter: TokenCounter) -
         return  # e.g. a stream without stream_options.include_usage
     model = record.model or ""
     ours = sent_tokens(counted, record.body, model, counter)
-    facts.learn(record.upstream, model, ours, usage.input_tokens)
+    facts.learn(record.upstream, model, ours, usage.input_tokens, counter.models)

@@ -235,10 +235,13 @@ def test_units_fit_the_queries() -> None:
         unit = panel["fieldConfig"]["defaults"]["unit"]
         exprs = [t["expr"] for t in panel["targets"]]
         assert unit in UNITS, panel["title"]
-        if any("histogram_quantile" in e for e in exprs):
+        ratios = [e for e in exprs if "histogram_quantile" in e and "_ratio_bucket" in e]
+        if ratios:  # a histogram of ratios (base unit 1) shows as a percentage
+            assert unit == "percentunit", panel["title"]
+        elif any("histogram_quantile" in e for e in exprs):
             assert unit == "s", panel["title"]
         if unit == "percentunit":
-            assert all(" / " in e for e in exprs), panel["title"]
+            assert all(" / " in e or e in ratios for e in exprs), panel["title"]
 
 
 def test_grid_layout_has_no_overlaps() -> None:

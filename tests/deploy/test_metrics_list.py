@@ -19,7 +19,8 @@ def test_metrics_list_is_well_formed() -> None:
         assert family.type in {"counter", "gauge", "histogram"}, family
         assert family.name.endswith("_total") == (family.type == "counter"), family
         if family.type == "histogram":
-            assert family.name.endswith("_seconds"), f"{family.name}: base units in the name"
+            units = ("_seconds", "_ratio")
+            assert family.name.endswith(units), f"{family.name}: base units in the name"
             assert "le" not in family.labels, family
 
 

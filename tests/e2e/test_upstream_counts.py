@@ -125,7 +125,7 @@ def test_a_long_agent_run_never_overflows_and_calibration_converges(
     ratio = _value(metrics, f'curator_calibration_ratio{{model="{MODEL}",upstream="skewed"}}')
     assert 1.05 < ratio < 1.5
     within = _bucket(metrics, "0.02") - _bucket(metrics, "-0.02")
-    total = _value(metrics, 'curator_calibration_error_count{upstream="skewed"}')
+    total = _value(metrics, 'curator_calibration_error_ratio_count{upstream="skewed"}')
     assert total >= TURNS
     assert within >= total / 2, "median |error| must be <= 2%"
 
@@ -149,7 +149,7 @@ def _value(text: str, series: str) -> float:
 
 
 def _bucket(text: str, le: str) -> float:
-    name = r"^curator_calibration_error_bucket"
+    name = r"^curator_calibration_error_ratio_bucket"
     pattern = re.compile(name + r'\{le="' + re.escape(le) + r'",upstream="skewed"\} (\S+)$', re.M)
     found = pattern.search(text)
     assert found is not None, le

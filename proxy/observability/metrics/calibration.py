@@ -3,16 +3,18 @@
 - `curator_calibration_ratio{upstream, model}`: upstream prompt count / ours, as estimated
   now (1.0: we count as the upstream does; 1.2: it counts 20% more, and the budget leaves
   that room). With `--workers N` each worker learns on its own; the highest is shown.
-- `curator_calibration_error{upstream}`: what we predicted (our count times the estimate
+- `curator_calibration_error_ratio{upstream}`: what we predicted (our count times the estimate
   in force) / what the upstream reported, minus one, for each curated response.
 - `curator_window_assumed_total{upstream}`: requests whose model's window nobody knew.
 - `curator_upstream_overflows_total{upstream, result}`: curated requests the upstream
   rejected as too long: `retried` (curated again and resent before the client saw
-  anything) or `passed` (the policy could cut nothing more, or says
-  `on_upstream_overflow: pass`: the client got the upstream's 400).
+  anything) or `passed` (the policy could cut nothing more:
+  the client got the upstream's 400). A policy with `on_upstream_overflow: pass` counts
+  nothing here: its overflows reach the client as the upstream wrote them.
 
-Model names come from clients, so the `model` label holds at most `MAX_MODEL_LABELS`
-distinct names per process; the rest share `other`.
+Model names come from clients, so the `model` label is never one of theirs: it is the id
+the upstream's model list gave, else the glob of the `models:` entry or built-in table row
+the model matched, else `other` (`proxy.upstream.facts.model_label`).
 """
 
 from __future__ import annotations
@@ -20,9 +22,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from policies.calibration import Observation
-from proxy.observability.metrics.labels import OTHER
 
-MAX_MODEL_LABELS = 32
 ERROR_BUCKETS = (
     -0.5, -0.2, -0.1, -0.05, -0.02, -0.01, -0.005, 0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5,
 )  # fmt: skip
@@ -32,7 +32,6 @@ class FactsMetrics:
     """The calibration and window families, registered on the app's registry."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self._models: set[str] = set()
         self.ratio = Gauge(
             "curator_calibration_ratio",
             "Upstream prompt tokens / ours, as estimated now",
@@ -41,7 +40,7 @@ class FactsMetrics:
             multiprocess_mode="max",
         )
         self.error = Histogram(
-            "curator_calibration_error",
+            "curator_calibration_error_ratio",
             "Our calibrated prompt count / the upstream's, minus one, per response",
             ("upstream",),
             registry=registry,
@@ -61,17 +60,9 @@ class FactsMetrics:
             registry=registry,
         )
 
-    def _model(self, name: str) -> str:
-        if name in self._models:
-            return name
-        if len(self._models) < MAX_MODEL_LABELS:
-            self._models.add(name)
-            return name
-        return OTHER
-
-    def calibrated(self, upstream: str, model: str, observation: Observation) -> None:
+    def calibrated(self, upstream: str, label: str, observation: Observation) -> None:
         # Upstream names come from the config (the route's), so they are bounded already.
-        self.ratio.labels(upstream, self._model(model)).set(observation.ratio)
+        self.ratio.labels(upstream, label).set(observation.ratio)
         self.error.labels(upstream).observe(observation.error)
 
     def window_assumed(self, upstream: str) -> None:

@@ -34,6 +34,7 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from policies.summary_io import SummaryStats
 from proxy.observability.exchange import ExchangeRecord
+from proxy.observability.metrics.calibration import FactsMetrics
 from proxy.observability.metrics.labels import (
     INCOMPLETE_REASONS,
     KNOWN_SKIPS,
@@ -83,6 +84,8 @@ class Metrics:
         self._meters: dict[tuple[str | None, str | None, str], _Meters] = {}
         self._traffic_families()
         self._operation_families()
+        self.facts = FactsMetrics(self.registry)
+        """Calibration, assumed windows and overflow rescues (`proxy.upstream.facts`)."""
         # Families with closed label sets show every series from the start.
         for reason in REJECT_REASONS:
             self.rejected.labels(reason)
