@@ -151,6 +151,8 @@ async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
             edge.metrics.inflight.dec()
         if edge.observers:
             notify(edge.observers, exchange.finish())
+        elif exchange.record.protocol is not None and edge.curation.facts is not None:
+            exchange.finish()  # the calibration learns from the usage even when unobserved
 
 
 class _Exchange:

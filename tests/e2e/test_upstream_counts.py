@@ -18,6 +18,7 @@ import pytest
 from openai import OpenAI
 
 from proxy.config.loader import Config, Route, ServerConfig, UpstreamConfig
+from proxy.config.metrics import MetricsConfig
 from proxy.serving.app import create_app
 from proxy.serving.server import uvicorn_options
 from tests.e2e.conftest import agent_policy
@@ -58,20 +59,31 @@ def file_text(i: int) -> str:
     return "".join(lines)
 
 
+SKEWS: dict[str, dict[str, Any]] = {
+    "factor": {"factor": 1.2},
+    "overheads": {"per_message": 12, "per_call": 10, "per_tool": 40},
+    # The fake counts with cl100k_base, the proxy a model no table knows with o200k_base:
+    # every variant differs by encoding; this one by nothing else.
+    "encoding": {"encoding": "cl100k_base"},
+    "all": {"factor": 1.12, "per_message": 5, "per_call": 7, "per_tool": 25},
+}
+
+
 @pytest.fixture
-def skewed() -> Iterator[SkewedUpstream]:
-    fake = SkewedUpstream(MODEL, WINDOW, factor=1.12, per_message=5, per_call=7, per_tool=25)
+def skewed(request: pytest.FixtureRequest) -> Iterator[SkewedUpstream]:
+    fake = SkewedUpstream(MODEL, WINDOW, **SKEWS[getattr(request, "param", "all")])
     with ServerThread(fake.app) as server:
         fake.origin = server.origin
         yield fake
 
 
 @pytest.fixture
-def proxy(skewed: SkewedUpstream) -> Iterator[str]:
+def proxy(skewed: SkewedUpstream, request: pytest.FixtureRequest) -> Iterator[str]:
     base = skewed.origin + "/v1"
     config = Config(
         source="<e2e>",
         server=ServerConfig(),
+        metrics=MetricsConfig(enabled=getattr(request, "param", "metrics") == "metrics"),
         upstreams={"skewed": UpstreamConfig("skewed", base)},
         policies={"agent": agent_policy()},
         routes=(Route("default", "skewed", "agent"),),
@@ -94,6 +106,11 @@ def wait_for_window(client: OpenAI) -> None:
     pytest.fail("the proxy never read the upstream's model list")
 
 
+@pytest.mark.parametrize(
+    ("skewed", "proxy"),
+    [*((skew, "metrics") for skew in sorted(SKEWS)), ("all", "no_metrics")],
+    indirect=True,
+)
 def test_a_long_agent_run_never_overflows_and_calibration_converges(
     proxy: str, skewed: SkewedUpstream
 ) -> None:
@@ -121,9 +138,12 @@ def test_a_long_agent_run_never_overflows_and_calibration_converges(
     assert set(skewed.statuses) == {200}
     assert max(skewed.counted) > 0.8 * (WINDOW - 512)  # the budget really was the limit
 
-    metrics = httpx.get(proxy + "/metrics").text
+    scrape = httpx.get(proxy + "/metrics")
+    if scrape.status_code == 404:
+        return  # metrics off: the calibration learned all the same (no 400 above)
+    metrics = scrape.text
     ratio = _value(metrics, f'curator_calibration_ratio{{model="{MODEL}",upstream="skewed"}}')
-    assert 1.05 < ratio < 1.5
+    assert 0.5 < ratio < 2.0
     within = _bucket(metrics, "0.02") - _bucket(metrics, "-0.02")
     total = _value(metrics, 'curator_calibration_error_ratio_count{upstream="skewed"}')
     assert total >= TURNS
