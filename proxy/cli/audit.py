@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import re
 import sqlite3
 import sys
 import time
@@ -28,13 +27,11 @@ from policies.yamlsrc import parse_file
 from proxy.cli.audit_render import render_diff, render_record, render_table
 from proxy.config import loader as proxy_config
 from proxy.config.audit import AuditConfig, parse_audit
-from proxy.observability.audit.entry import parse_iso
+from proxy.observability.audit.readers.query import parse_time
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.sinks.jsonl import JsonlReader
 
 DEFAULT_CONFIG = "config.yaml"
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 class Store(Protocol):
@@ -143,19 +140,6 @@ def _record(args: argparse.Namespace) -> dict[str, Any]:
     if record is None:
         raise UsageError(f"no audit record with id {args.id!r}")
     return record
-
-
-def parse_time(text: str, *, now: float) -> float:
-    """An ISO-8601 time (UTC unless it says otherwise), or a duration ago such as `90m`."""
-    match = _DURATION.fullmatch(text.strip())
-    if match:
-        return now - float(match.group(1)) * _SECONDS[match.group(2)]
-    try:
-        return parse_iso(text.strip())
-    except ValueError:
-        raise ValueError(
-            f"expected an ISO time (2025-01-31T12:00:00Z) or a duration (30m, 1h, 2d), got {text!r}"
-        ) from None
 
 
 def audit_location(config: str | None, override: str | None) -> str:

@@ -15,7 +15,7 @@ import orjson
 
 from policies.invariants import is_summary
 from policies.messages import text_of
-from proxy.observability.audit.alignment import common_prefix, match
+from proxy.observability.audit.alignment import common_prefix, curators, match
 
 _COLUMNS = ("TIME", "ID", "KIND", "ROUTE", "POLICY", "MODEL", "STATUS", "TOKENS", "RESULT")
 _KEYS = ("time", "id", "kind", "route", "policy", "model", "status")
@@ -135,7 +135,7 @@ def render_diff(record: Mapping[str, Any]) -> str:
         if j is not None and curated[j] == msg:
             continue
         changed += 1
-        who = f"  by {', '.join(blame[i])}" if blame.get(i) else ""
+        who = f"  by {', '.join(curators(blame[i]))}" if blame.get(i) else ""
         role = f"[{i}] {msg.get('role') if isinstance(msg, Mapping) else '?'}"
         if j is None:
             lines.append(f"  {role:<16} dropped    {_size(msg)} chars{who}")

@@ -12,9 +12,12 @@ from typing import Any
 
 from policies.invariants import derives_from, is_summary
 
+Blame = dict[int, list[Mapping[str, Any]]]
+"""Original message index -> the actions that touched it, in chain order."""
 
-def match(record: Mapping[str, Any]) -> tuple[dict[int, list[str]], dict[int, int]]:
-    """(curators that touched each original index, original index -> curated index)."""
+
+def match(record: Mapping[str, Any]) -> tuple[Blame, dict[int, int]]:
+    """(the actions that touched each original index, original index -> curated index)."""
     original, curated = record.get("original") or [], record.get("curated") or []
     blame, replayed = replay(len(original), record.get("actions") or [])
     return blame, from_replay(replayed, original, curated) or align(original, curated)
@@ -57,16 +60,21 @@ def from_replay(
     return mapping
 
 
-def replay(count: int, actions: Sequence[Any]) -> tuple[dict[int, list[str]], list[int | None]]:
-    """Which curators touched each original message, and the original index of each output.
+def curators(actions: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The curators named by `actions`, each once, in order."""
+    return list(dict.fromkeys(str(a.get("curator")) for a in actions))
+
+
+def replay(count: int, actions: Sequence[Any]) -> tuple[Blame, list[int | None]]:
+    """Which actions touched each original message, and the original index of each output.
 
     An action's indexes refer to its curator's input, so the chain is replayed: after each
     curator, the messages it dropped leave the list (a summary takes the first one's place).
     """
     current: list[int | None] = list(range(count))
-    blame: dict[int, list[str]] = {}
+    blame: Blame = {}
     valid = [a for a in actions if isinstance(a, Mapping)]
-    for curator, group in itertools.groupby(valid, key=lambda a: a.get("curator")):
+    for _, group in itertools.groupby(valid, key=lambda a: a.get("curator")):
         removed: set[int] = set()
         summary_at: int | None = None
         for action in group:
@@ -75,9 +83,9 @@ def replay(count: int, actions: Sequence[Any]) -> tuple[dict[int, list[str]], li
                 index = current[pos] if isinstance(pos, int) and 0 <= pos < len(current) else None
                 if index is None:
                     continue
-                names = blame.setdefault(index, [])
-                if curator not in names:
-                    names.append(str(curator))
+                touched = blame.setdefault(index, [])
+                if not touched or touched[-1] is not action:
+                    touched.append(action)
                 if kind in ("drop", "summarize"):
                     removed.add(pos)
                     if kind == "summarize":
