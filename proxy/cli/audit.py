@@ -1,4 +1,4 @@
-"""`curator audit list | show | diff | export`: read the audit log from a terminal.
+"""`curator audit list | show | diff | export | serve`: read the audit log.
 
 Each subcommand reads the store named by `--path` (a SQLite store or a JSONL file, told
 apart by their first bytes), or else by the `audit:` section of `--config` (default
@@ -24,6 +24,7 @@ import orjson
 
 from policies.errors import ConfigError
 from policies.yamlsrc import parse_file
+from proxy.cli import audit_serve
 from proxy.cli.audit_render import render_diff, render_record, render_table
 from proxy.config import loader as proxy_config
 from proxy.config.audit import AuditConfig, parse_audit
@@ -75,6 +76,7 @@ def add_subparsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     export.add_argument("--since", required=True, help="ISO time, or a duration ago: 1h, 2d")
     export.add_argument("--until", help="ISO time, or a duration ago (default: now)")
     export.set_defaults(func=run_export)
+    audit_serve.add_parser(commands, common).set_defaults(func=run_serve)
 
 
 def _handled(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -132,6 +134,21 @@ def run_export(args: argparse.Namespace) -> int:
         for record in store.between(since, until):
             _print(orjson.dumps(record).decode())
     return 0
+
+
+@_handled
+def run_serve(args: argparse.Namespace) -> int:
+    path = audit_location(args.config, args.path)
+    config = args.config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+    try:
+        keys = audit_serve.admin_keys(config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if not keys and not audit_serve.loopback(args.host):
+        raise UsageError(
+            f"--host {args.host} is not loopback: set auth.admin_keys in the config first"
+        )
+    return audit_serve.serve(path, args.host, args.port, keys)
 
 
 def _record(args: argparse.Namespace) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from proxy.config.audit import STDOUT
 from proxy.config.loader import Config
 from proxy.errors import ProxyError
 from proxy.observability.audit.entry import AuditEntry
@@ -35,6 +36,9 @@ from proxy.observability.metrics.families import Metrics
 from proxy.observability.metrics.labels import labels_for
 from proxy.observability.metrics.multiproc import mark_worker_dead
 from proxy.serving.admin import admin_listener
+from proxy.viewer.app import Viewer
+from proxy.viewer.auth import AdminKeys
+from proxy.viewer.store import opener
 
 log = logging.getLogger("curator.observers")
 
@@ -86,17 +90,28 @@ async def open_observability(
             stack.callback(metrics.publish)  # runs first: the last counts reach the files
             publisher = asyncio.get_running_loop().create_task(_publishing(metrics))
             stack.callback(publisher.cancel)
-        if metrics is not None and config.metrics.port is not None:
+        viewer = admin_viewer(config)
+        if config.metrics.port is not None and (metrics is not None or viewer is not None):
             await stack.enter_async_context(
                 admin_listener(
                     config.metrics.host or config.server.host,
                     config.metrics.port,
                     config.metrics.path,
-                    metrics.render,
-                    reuse_port=bool(metrics.multiprocess_dir),
+                    metrics.render if metrics is not None else None,
+                    reuse_port=bool(metrics is not None and metrics.multiprocess_dir),
+                    viewer=viewer,
                 )
             )
         yield Observability(metrics, audit, tuple(observers))
+
+
+def admin_viewer(config: Config, *, prefix: str = "") -> Viewer | None:
+    """The audit viewer over this config's audit store, when `viewer.enabled` and the audit
+    log goes to a store it can read back."""
+    audit = config.audit
+    if not (config.viewer.enabled and audit.enabled) or audit.path == STDOUT:
+        return None
+    return Viewer(opener(audit.path), AdminKeys(config.auth.admin_keys), prefix=prefix)
 
 
 async def _publishing(metrics: Metrics) -> None:

@@ -26,6 +26,8 @@ from proxy.observability.audit.entry import parse_iso
 KINDS = ("chat", "responses", "summarizer")
 """Record kinds a query may ask for; `summary` is accepted for `summarizer`."""
 MAX_LIMIT = 500
+FACETS = ("route", "policy", "model", "status")
+FACET_LIMIT = 200
 KEY_CHARS = 16
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -70,6 +72,11 @@ class Reader(Protocol):
     def get(self, record_id: str) -> dict[str, Any] | None:
         """The full record with this id, or the only one whose id starts with it; raises
         LookupError when several do."""
+        ...
+
+    def facets(self) -> dict[str, list[str]]:
+        """The values of `route`, `policy`, `model` and `status` the store holds, sorted,
+        for the viewer's filter menus (at most `FACET_LIMIT` each)."""
         ...
 
     def close(self) -> None: ...

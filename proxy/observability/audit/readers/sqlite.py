@@ -12,6 +12,8 @@ import orjson
 
 from policies.messages import text_of
 from proxy.observability.audit.readers.query import (
+    FACET_LIMIT,
+    FACETS,
     Page,
     Query,
     clamp,
@@ -101,6 +103,18 @@ class SqliteReader:
                 break
         page = rows[query.offset : query.offset + query.limit]
         return Page(page, more=len(rows) == wanted)
+
+    def facets(self) -> dict[str, list[str]]:
+        return {
+            column: [
+                str(value)
+                for (value,) in self._conn.execute(
+                    f"SELECT DISTINCT {column} FROM records WHERE {column} IS NOT NULL "
+                    f"ORDER BY {column} LIMIT {FACET_LIMIT}"
+                )
+            ]
+            for column in FACETS
+        }
 
     def _summary(
         self, fields: bytes, digests: list[bytes], curated: bytes | None, key: str

@@ -17,7 +17,15 @@ import orjson
 
 from proxy.config.audit import STDOUT
 from proxy.observability.audit.entry import AuditRecord, parse_iso
-from proxy.observability.audit.readers.query import Page, Query, clamp, matches, summary
+from proxy.observability.audit.readers.query import (
+    FACET_LIMIT,
+    FACETS,
+    Page,
+    Query,
+    clamp,
+    matches,
+    summary,
+)
 
 
 class JsonlSink:
@@ -124,6 +132,15 @@ class JsonlReader:
         )
         rows = [row for _, _, row in found[query.offset : query.offset + query.limit]]
         return Page(rows, more=len(found) == wanted)
+
+    def facets(self) -> dict[str, list[str]]:
+        found: dict[str, set[str]] = {name: set() for name in FACETS}
+        for record in self.records():
+            for name, values in found.items():
+                value = record.get(name)
+                if value is not None and len(values) < FACET_LIMIT:
+                    values.add(str(value))
+        return {name: sorted(values) for name, values in found.items()}
 
     def close(self) -> None:
         """Nothing is held open between calls."""
