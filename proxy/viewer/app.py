@@ -29,8 +29,8 @@ from proxy.viewer.auth import (
     same_origin,
     set_cookie,
 )
-from proxy.viewer.wire import JSON, MAX_BODY_BYTES, TEXT, Reply, ViewRequest
 from proxy.viewer.layout import href, page
+from proxy.viewer.wire import JSON, MAX_BODY_BYTES, TEXT, Reply, ViewRequest
 
 log = logging.getLogger("curator.viewer")
 
