@@ -82,7 +82,10 @@ def safe_next(target: str) -> str:
 
 
 def same_origin(headers: Mapping[str, str]) -> bool:
-    """A browser's POST names its page's origin; it must be this host (or absent)."""
+    """A browser's POST names where its page came from; it must be this host. Clients that
+    send neither header (curl, scripts) are not browsers a page could steer."""
+    if headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+        return False
     origin = headers.get("origin")
     if origin is None:
         return True

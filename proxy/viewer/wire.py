@@ -20,7 +20,9 @@ SECURITY_HEADERS = (
         "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     ),
     ("x-content-type-options", "nosniff"),
-    ("referrer-policy", "no-referrer"),
+    # same-origin, not no-referrer: with no-referrer a browser sends `Origin: null` on the
+    # login POST, which the origin check would refuse.
+    ("referrer-policy", "same-origin"),
     ("cache-control", "no-store"),
 )
 

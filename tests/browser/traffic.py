@@ -27,7 +27,7 @@ from tests.fakes.servers import HOST, ServerThread
 from tests.fakes.upstream import Behavior, FakeOpenAI
 
 MODEL = "gpt-4o-viewer"
-WINDOW = 10_000
+WINDOW = 12_000
 ADMIN_KEY = "admin-key-for-viewer-tests"
 SCRIPT = "<script>window.__pwned = 1</script><img src=x onerror=alert(1)>"
 SECRET = "sk-proj-" + "Q7w" * 12
@@ -145,7 +145,7 @@ def proxied_traffic(folder: Path, fake: FakeOpenAI, *, keys: bool) -> Iterator[T
         conversation: list[str] = []
         with client:
             create = client.chat.completions.with_raw_response.create
-            for messages in agent_turns(6):
+            for messages in agent_turns(8):
                 reply = create(model=MODEL, messages=messages)  # type: ignore[arg-type]
                 conversation.append(reply.headers["x-curator-request-id"])
             script = create(model="gpt-4o", messages=[{"role": "user", "content": SCRIPT}])
