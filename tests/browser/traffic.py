@@ -38,6 +38,8 @@ SECRET = "sk-proj-" + "Q7w" * 12
 class Traffic:
     db: Path
     config: Path
+    proxy_origin: str
+    """The client-facing port while the proxy runs."""
     admin_origin: str
     """The admin listener (the viewer) while the proxy runs; nothing listens afterwards."""
     ids: dict[str, str]
@@ -171,4 +173,5 @@ def proxied_traffic(folder: Path, fake: FakeOpenAI, *, keys: bool) -> Iterator[T
                 ids["failed"] = exc.response.headers["x-curator-request-id"]  # type: ignore[attr-defined]
         ids["first"], ids["curated"] = conversation[0], conversation[-1]
         wait_for(folder / "audit.db", [*ids.values(), *conversation])
-        yield Traffic(folder / "audit.db", config, f"http://{HOST}:{admin_port}", ids, conversation)
+        admin_origin = f"http://{HOST}:{admin_port}"
+        yield Traffic(folder / "audit.db", config, server.origin, admin_origin, ids, conversation)
