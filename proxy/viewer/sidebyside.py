@@ -186,11 +186,12 @@ def calls(value: object) -> Markup:
 
 
 def _dropped(i: int, msg: object, notes: Markup, into: int | None) -> Markup:
-    what = "summarized" if into is not None else "dropped"
+    badge = Markup('<span class="badge">{}</span>').format(
+        "summarized" if into is not None else "dropped"
+    )
     return Markup(
-        '<details class="dropped"><summary>{head}<span class="badge">{what}</span></summary>'
-        "<del>{content}</del></details>{notes}"
-    ).format(head=_head(i, "o", msg), what=what, content=_content(msg), notes=notes)
+        '<details class="dropped"><summary>{head}</summary><del>{content}</del></details>{notes}'
+    ).format(head=_head(i, "o", msg, badge), content=_content(msg), notes=notes)
 
 
 def _inserted(j: int, msg: object, replaced: Sequence[int]) -> Markup:

@@ -16,7 +16,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from tests.browser.conftest import WIDTH
+from tests.browser.conftest import HEIGHT, WIDTH
 from tests.browser.traffic import ADMIN_KEY, SCRIPT, SECRET, Traffic
 
 pytestmark = pytest.mark.e2e
@@ -119,7 +119,7 @@ def test_side_by_side_shows_what_changed_and_why(signed_in: Any, traffic: Traffi
     assert dropped, "the budget dropped the oldest turns"
     summary = dropped[0].find_element(By.TAG_NAME, "summary")
     decoration = signed_in.execute_script(
-        "return getComputedStyle(arguments[0].querySelector('.head')).textDecorationLine", summary
+        "return getComputedStyle(arguments[0].querySelector('.role')).textDecorationLine", summary
     )
     assert "line-through" in decoration
     assert not dropped[0].find_element(By.TAG_NAME, "del").is_displayed()
@@ -259,8 +259,10 @@ def test_request_page_structure(signed_in: Any, traffic: Traffic, screenshots: P
     assert png_size(png) == (WIDTH, signed_in.execute_script("return window.innerHeight"))
     (screenshots / "request.png").write_bytes(png)
     if os.environ.get("CURATOR_UPDATE_SCREENSHOTS") == "1":
-        signed_in.execute_script("document.querySelector('tr.changed').scrollIntoView()")
+        signed_in.set_window_size(1200, 1000)
+        signed_in.execute_script("document.getElementById('msgs-h').scrollIntoView()")
         README_SHOT.write_bytes(signed_in.get_screenshot_as_png())
+        signed_in.set_window_size(WIDTH, HEIGHT)
 
 
 def box(driver: Any, selector: str) -> dict[str, float]:
