@@ -12,6 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from policies.errors import ConfigError
+from proxy.config.loader import load_config
+from proxy.serving.app import create_app
 from tests.browser.traffic import ADMIN_KEY, MODEL, WINDOW, Traffic, proxied_traffic, write_config
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import FakeOpenAI
@@ -106,3 +109,40 @@ def test_audit_serve_refuses_a_public_host_without_keys(tmp_path: Path) -> None:
                           env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
     assert done.returncode == 1
     assert "set auth.admin_keys" in done.stderr
+
+
+def public_config(folder: Path, db: Path, *, admin: bool) -> Path:
+    path = folder / "public.yaml"
+    admin_keys = f'admin_keys: ["{ADMIN_KEY}"]' if admin else ""
+    path.write_text(
+        f"""
+upstreams: {{fake: {{base_url: "http://127.0.0.1:9/v1"}}}}
+routes: [{{name: default, upstream: fake, policy: chat}}]
+policies: {{chat: preset:chat}}
+audit: {{path: "{db}"}}
+auth: {{keys: ["client-key"], {admin_keys}}}
+viewer: {{public: true}}
+"""
+    )
+    return path
+
+
+def test_public_viewer_on_the_client_port_needs_admin_keys(
+    traffic: Traffic, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match=r"viewer\.public: needs auth\.admin_keys"):
+        load_config(public_config(tmp_path, traffic.db, admin=False))
+    app = create_app(load_config(public_config(tmp_path, traffic.db, admin=True)))
+    with ServerThread(app) as server, httpx.Client(base_url=server.origin, timeout=10) as client:
+        denied = client.get("/curator/requests")
+        assert denied.status_code == 401
+        assert "Sign in" in denied.text  # the viewer's own answer, not invalid_proxy_key
+        bearer = {"authorization": f"Bearer {ADMIN_KEY}"}
+        page = client.get(f"/curator/requests/{traffic.ids['curated']}", headers=bearer)
+        assert page.status_code == 200
+        assert 'href="/curator/static/viewer.css"' in page.text
+        assert client.get("/curator/static/viewer.js", headers=bearer).status_code == 200
+        login = client.post("/curator/login", data={"key": ADMIN_KEY})
+        assert login.headers["location"] == "/curator/requests"
+        assert "Path=/curator" in login.headers["set-cookie"]
+        assert client.get("/v1/models", headers=bearer).status_code == 401  # not a proxy key
