@@ -2,7 +2,10 @@
 # context-curator: the proxy installed in a venv on python:3.11-slim, run as a non-root user.
 #   docker build -t context-curator .
 #   docker run --read-only --tmpfs /tmp -p 127.0.0.1:8080:8080 \
-#     -v "$PWD/deploy/config.docker.yaml:/etc/curator/config.yaml:ro" context-curator
+#     -e OPENAI_API_KEY -e CURATOR_PROXY_KEY -v curator-data:/data \
+#     -v "$PWD/deploy/config.docker.yaml:/etc/curator/config.yaml:ro" \
+#     -v "$PWD/deploy/policies:/etc/curator/policies:ro" context-curator
+# config.docker.yaml requires CURATOR_PROXY_KEY (the key clients send; README, "Deployment").
 # The root filesystem can be mounted read-only: the proxy writes only under /data (mount a volume
 # there for a SQLite audit log) and /tmp (mount a tmpfs).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -18,10 +21,12 @@ COPY proxy/ proxy/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/curator \
  && /opt/curator/bin/pip install "$(ls /wheels/*.whl)[fast]"
-# tiktoken downloads its BPE files on first use. Fetching both encodings now lets the image run
-# air-gapped; the runtime stage points TIKTOKEN_CACHE_DIR at the same folder.
+# tiktoken downloads its BPE files on first use. rs_bpe (the [fast] extra) has both vocabularies
+# compiled in, so policies.bpe_files rebuilds the official files from it, with no download; then
+# tiktoken loads them (checking their SHA-256). The image runs air-gapped: the runtime stage
+# points TIKTOKEN_CACHE_DIR at the same folder.
 ENV TIKTOKEN_CACHE_DIR=/opt/curator/tiktoken
-RUN mkdir -p "$TIKTOKEN_CACHE_DIR" \
+RUN /opt/curator/bin/python -m policies.bpe_files "$TIKTOKEN_CACHE_DIR" \
  && /opt/curator/bin/python -c "import tiktoken; [tiktoken.get_encoding(n).encode('ok') for n in ('cl100k_base', 'o200k_base')]" \
  && test "$(ls "$TIKTOKEN_CACHE_DIR" | wc -l)" -ge 2
 

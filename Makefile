@@ -2,11 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# Offline machines: use tiktoken's BPE files kept beside the checkout when present.
-SHARED_TIKTOKEN := $(abspath ../shared/tiktoken)
-ifneq ($(wildcard $(SHARED_TIKTOKEN)),)
-export TIKTOKEN_CACHE_DIR ?= $(SHARED_TIKTOKEN)
-endif
+# No TIKTOKEN_CACHE_DIR needed offline: the tests rebuild tiktoken's BPE files from rs_bpe.
 
 .PHONY: setup run test lint bench clean
 

@@ -65,6 +65,11 @@ FAMILIES: Mapping[str, Callable[[int], str]] = {
     "repeated eyJ.": lambda n: _fill("eyJa.", n),
     "repeated Bearer": lambda n: _fill("Bearer ", n),
     "repeated xoxb-": lambda n: _fill("xoxb-", n),
+    "escape-glued keys": lambda n: _fill("%3Dsk-%3DeyJ%253DAKIA%3Dghp_", n),
+    "underscore-glued keys": lambda n: _fill("_sk-proj-_eyJ_ghp_", n),
+    "repeated secret_access_key=": lambda n: _fill("secret_access_key=", n),
+    "repeated Basic": lambda n: _fill("Basic dXNlcjpw ", n),
+    "userinfo without @": lambda n: "://u:" + "p" * n,
     "escaped unclosed PEM": lambda n: "-----BEGIN RSA PRIVATE KEY-----" + _fill("\\nAAAA", n),
     **{name: functools.partial(_fill, unit) for name, unit in SECRET_UNITS.items()},
 }

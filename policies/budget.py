@@ -14,6 +14,15 @@ Overflow (the pins plus the newest unit alone exceed the budget) follows
 `ctx.on_overflow`: `reject` raises `ContextOverflow`; `forward` drops all it may and lets
 the upstream decide; `truncate` also cuts the largest non-pinned string contents to a
 head plus a marker. Every overflow is reported as an action, never silent.
+
+Degradation (`policies.degrade`): before any unit is dropped, long contents are measured
+as cut to a floor of an eighth of the budget; the cut above is taken on those sizes, and
+the room it leaves is given back newest first. So fresh tool results are shortened, not
+dropped, the oldest content degrades first, and the curated prompt fills the budget. When
+nothing kept is long enough to fill the room a large step leaves (short chat messages),
+the cut takes the largest of finer steps (`degrade.step_shares`) that leaves at least
+`FILL` (85%) of the budget in use, down to the minimal cut. The newest user message is
+kept (its unit is never dropped) whenever it fits at the floor.
 """
 
 from __future__ import annotations
@@ -24,19 +33,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from policies import params
+from policies import degrade, params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.errors import ContextOverflow
-from policies.messages import Message, Unit, units
+from policies.messages import Message, Unit, role, units
 from policies.tally import Tally
 from policies.tokens import REPLY_PRIMING
 
-_MARK_END = " tokens removed by context-curator to fit the context window ...]"
-
-
-def marker(removed: int) -> str:
-    """What is left of a content cut on overflow (after its head, if any)."""
-    return f"[... {removed:,}{_MARK_END}"
+_MARK_END = degrade.MARK_END
+marker = degrade.marker
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,20 +73,64 @@ class TokenBudget:
             return CuratorOutput(list(messages))
         pinned = ctx.pinned(messages)
         droppable = [u for u in units(messages)[:-1] if pinned.isdisjoint(u.indexes())]
-        sizes = [sum(each[u.start : u.stop]) for u in droppable]
-        floor = total - sum(sizes)
+        floor = total - sum(sum(each[u.start : u.stop]) for u in droppable)
         if floor > limit:
             return self._overflow(messages, droppable, floor, limit, ctx)
-        k = self._units_to_drop(sizes, total - limit, limit)
-        dropped = [i for u in droppable[:k] for i in u.indexes()]
-        removed = sum(sizes[:k])
-        reason = f"dropped the {k} oldest unit(s): {total:,} tokens over the budget of {limit:,}"
-        action = Action(self.name, "drop", tuple(dropped), removed, reason)
-        return CuratorOutput(_without(messages, dropped), (action,))
+        return self._degrade(messages, each, droppable, limit, ctx)
 
-    def _units_to_drop(self, sizes: list[int], excess: int, limit: int) -> int:
-        """How many of the oldest droppable units to drop (see the module docstring)."""
-        step = max(1, round((1 - self.low_water) * limit))
+    def _degrade(
+        self,
+        messages: Sequence[Message],
+        each: list[int],
+        droppable: list[Unit],
+        limit: int,
+        ctx: CurationContext,
+    ) -> CuratorOutput:
+        """Drop the oldest units measured with long contents at the floor, then give the
+        room back newest first (see `policies.degrade`)."""
+        cap = degrade.floor_cap(limit)
+        longs = degrade.long_contents(messages, each, ctx.pinned(messages), cap, ctx.tally)
+        at_floor = [longs[i].at(cap) if i in longs else n for i, n in enumerate(each)]
+        floor_total = sum(at_floor) + REPLY_PRIMING
+        droppable = _spare_newest_user(messages, droppable, at_floor, floor_total, limit)
+        sizes = [sum(at_floor[u.start : u.stop]) for u in droppable]
+        excess = floor_total - limit
+        k = 0
+        for share in degrade.step_shares(1 - self.low_water) if excess > 0 else ():
+            k = self._units_to_drop(sizes, excess, limit, share)
+            # A large step can starve the prompt (short messages, nothing to restore):
+            # then a finer one, anchored the same way, keeps its share of the budget.
+            if _best_fill(sizes, k, longs, droppable, floor_total, cap) >= degrade.FILL * limit:
+                break
+        dropped = [i for u in droppable[:k] for i in u.indexes()]
+        gone = set(dropped)
+        caps = _restore(longs, gone, limit - floor_total + sum(sizes[:k]), cap)
+        actions: list[Action] = []
+        if dropped:
+            total = sum(each) + REPLY_PRIMING
+            removed = sum(each[i] for i in dropped)
+            reason = (
+                f"dropped the {k} oldest unit(s): {total:,} tokens over the budget of {limit:,}"
+            )
+            actions.append(Action(self.name, "drop", tuple(dropped), removed, reason))
+        out: list[Message] = []
+        for i, msg in enumerate(messages):
+            if i in gone:
+                continue
+            if i in caps:
+                msg, after = degrade.cut(msg, longs[i], caps[i], ctx.tally)
+                reason = (
+                    f"content of {longs[i].content:,} tokens cut to {caps[i]:,} to fit the "
+                    "budget (older content is cut first and most)"
+                )
+                actions.append(Action(self.name, "truncate", (i,), each[i] - after, reason))
+            out.append(msg)
+        return CuratorOutput(out, tuple(actions))
+
+    def _units_to_drop(self, sizes: list[int], excess: int, limit: int, share: float) -> int:
+        """How many of the oldest droppable units to drop, cutting at multiples of `share`
+        of the budget (see the module docstring)."""
+        step = max(1, round(share * limit))
         cumulative = list(itertools.accumulate(sizes))
         fewest = bisect.bisect_left(cumulative, excess)  # cumulative[fewest] >= excess
         below = cumulative[fewest - 1] if fewest else 0
@@ -151,9 +200,57 @@ class TokenBudget:
         return actions
 
 
-def _without(messages: Sequence[Message], dropped: list[int]) -> list[Message]:
-    gone = set(dropped)
-    return [m for i, m in enumerate(messages) if i not in gone]
+def _spare_newest_user(
+    messages: Sequence[Message],
+    droppable: list[Unit],
+    at_floor: list[int],
+    floor_total: int,
+    limit: int,
+) -> list[Unit]:
+    """`droppable` without the unit of the newest user message, when what may not be
+    dropped still fits with it (all long contents at the floor)."""
+    newest = next((i for i in reversed(range(len(messages))) if role(messages[i]) == "user"), -1)
+    kept = floor_total - sum(sum(at_floor[u.start : u.stop]) for u in droppable)
+    for u in droppable:
+        if u.start <= newest < u.stop:
+            if kept + sum(at_floor[u.start : u.stop]) <= limit:
+                return [v for v in droppable if v is not u]
+            break
+    return droppable
+
+
+def _best_fill(
+    sizes: list[int],
+    k: int,
+    longs: dict[int, degrade.Long],
+    droppable: list[Unit],
+    floor_total: int,
+    floor: int,
+) -> int:
+    """Tokens the prompt would use after dropping `k` units, every kept long content whole."""
+    gone = {i for u in droppable[:k] for i in u.indexes()}
+    grow = sum(long.tokens - long.at(floor) for i, long in longs.items() if i not in gone)
+    return floor_total - sum(sizes[:k]) + grow
+
+
+def _restore(
+    longs: dict[int, degrade.Long], gone: set[int], room: int, floor: int
+) -> dict[int, int]:
+    """The cap of each kept long content: the newest are whole while `room` lasts, the
+    next one is cut to the largest rung that fits, and all older ones to the floor."""
+    caps: dict[int, int] = {}
+    short = False
+    for i in sorted((i for i in longs if i not in gone), reverse=True):
+        long = longs[i]
+        grow = long.tokens - long.at(floor)
+        if short:
+            caps[i] = floor
+        elif grow <= room:
+            room -= grow
+        else:
+            caps[i] = degrade.rung_at_most(room + floor, floor)
+            short = True
+    return caps
 
 
 def _cuttable(msg: Message) -> bool:

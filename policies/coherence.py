@@ -9,6 +9,9 @@ valid (so it is idempotent, and free to run anywhere in a chain).
 Repairs, in both directions and for parallel calls:
 - a result that answers no pending call of the nearest preceding block, or answers one a
   second time, is dropped (legacy `function` results likewise);
+- call ids may repeat within a block (OpenAI accepts two calls `d` answered by two results
+  `d`): results pair with calls of their id by position, the k-th result `d` answering the
+  k-th call `d`, so a repeated id is answered as many times as it was called;
 - calls left unanswered before the next non-result message are removed from their
   assistant message (an unanswered legacy `function_call` too); when nothing remains the
   `tool_calls` key goes, and a message left with nothing to say is dropped;
@@ -91,17 +94,20 @@ class ToolPairCoherence:
 def _repair_block(messages: Sequence[Message], unit: Unit, repair: _Repair) -> None:
     """Keep the results that answer a pending call once; keep only the answered calls."""
     head = messages[unit.start]
-    pending = set(call_ids(head))
-    answered: set[str] = set()
+    # Plain dicts of counts, not Counters: this runs per block, and Counter costs 3x here.
+    pending: dict[str, int] = {}
+    for cid in call_ids(head):
+        pending[cid] = pending.get(cid, 0) + 1
+    unanswered = sum(pending.values())
     function_pending = bool(head.get("function_call"))
     function_answered = False
     results: list[tuple[int, Message]] = []
     for i in range(unit.start + 1, unit.stop):
         msg = messages[i]
         tid = msg.get("tool_call_id")
-        if role(msg) == "tool" and isinstance(tid, str) and tid in pending:
-            pending.discard(tid)
-            answered.add(tid)
+        if role(msg) == "tool" and isinstance(tid, str) and pending.get(tid):
+            pending[tid] -= 1
+            unanswered -= 1
             results.append((i, msg))
         elif role(msg) == "function" and function_pending:
             function_pending = False
@@ -109,7 +115,9 @@ def _repair_block(messages: Sequence[Message], unit: Unit, repair: _Repair) -> N
             results.append((i, msg))
         else:
             repair.orphans.append(i)
-    fixed = _answered_only(head, answered, function_answered)
+    fixed = head if not unanswered else _answered_only(head, pending)
+    if head.get("function_call") and not function_answered:
+        fixed = {k: v for k, v in fixed.items() if k != "function_call"}
     if fixed is head:
         repair.out.append((unit.start, head))
     elif _says_nothing(fixed):
@@ -135,23 +143,31 @@ def _repair_assistant(index: int, msg: Message, repair: _Repair) -> None:
         repair.out.append((index, msg))
 
 
-def _answered_only(head: Message, answered: set[str], function_answered: bool) -> Message:
-    """`head` without its unanswered calls; `head` itself when every call was answered."""
-    drop: set[str] = set()
-    replace: dict[str, object] = {}
+def _answered_only(head: Message, unanswered: dict[str, int]) -> Message:
+    """`head` without the calls left unanswered (`unanswered`: id -> how many).
+
+    With a repeated id, the last calls of that id are the unanswered ones: results pair
+    with calls by position, so the first results answer the first calls."""
     calls = head.get("tool_calls")
-    if isinstance(calls, list):
-        # Entries without a string id cannot be answered or judged; they stay as sent.
-        kept = [c for c in calls if not _has_id(c) or c["id"] in answered]
-        if not kept:
-            drop.add("tool_calls")
-        elif len(kept) != len(calls):
-            replace["tool_calls"] = kept
-    if head.get("function_call") and not function_answered:
-        drop.add("function_call")
-    if not drop and not replace:
+    if not isinstance(calls, list):
         return head
-    return {k: replace.get(k, v) for k, v in head.items() if k not in drop}
+    total: dict[str, int] = {}
+    for cid in call_ids(head):
+        total[cid] = total.get(cid, 0) + 1
+    answered = {cid: n - unanswered.get(cid, 0) for cid, n in total.items()}
+    # Entries without a string id cannot be answered or judged; they stay as sent.
+    kept = [c for c in calls if not _has_id(c) or _take(answered, c["id"])]
+    if not kept:
+        return {k: v for k, v in head.items() if k != "tool_calls"}
+    return {**head, "tool_calls": kept}
+
+
+def _take(left: dict[str, int], call_id: str) -> bool:
+    """Count one answer to `call_id` as used; False when none is left."""
+    if not left.get(call_id):
+        return False
+    left[call_id] -= 1
+    return True
 
 
 def _has_id(call: object) -> bool:

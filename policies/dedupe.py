@@ -20,7 +20,7 @@ cleared, and dedupe only rewrites within the recent, uncleared tail.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -28,7 +28,7 @@ import orjson
 
 from policies import params
 from policies.base import Action, CurationContext, CuratorOutput
-from policies.messages import Message, is_result, opens_block, role
+from policies.messages import Message, ResultNames, is_result, opens_block, role
 from policies.tally import Tally
 
 DUPLICATE_PREFIX = "[duplicate of a later tool result"
@@ -94,25 +94,24 @@ def _candidates(messages: Sequence[Message], tally: Tally) -> list[tuple[int, st
     ]
 
 
-def _results(messages: Sequence[Message], tally: Tally) -> list[tuple[int, Mapping[str, str]]]:
-    """(index, its block's call id -> tool name) of each tool and function result."""
-    found: list[tuple[int, Mapping[str, str]]] = []
-    names: Mapping[str, str] = {}
+def _results(messages: Sequence[Message], tally: Tally) -> list[tuple[int, str]]:
+    """(index, the tool its call names) of each tool and function result."""
+    found: list[tuple[int, str]] = []
+    names = ResultNames({})
     for i, msg in enumerate(messages):
         if opens_block(msg):
-            names = tally.tool_names(msg)
+            names = ResultNames(tally.tool_names(msg), msg)
         elif is_result(msg):
-            found.append((i, names))
+            tool = names.answer(msg.get("tool_call_id"))[0] if role(msg) == "tool" else ""
+            found.append((i, tool))
     return found
 
 
-def _reference(msg: Message, names: Mapping[str, str]) -> str:
+def _reference(msg: Message, tool: str) -> str:
     """How a pointer names this result."""
     if role(msg) == "function":
         return f"function {msg.get('name') or 'unnamed'}"
-    tid = msg.get("tool_call_id")
-    tool = names.get(tid, "") if isinstance(tid, str) else ""
-    return f"call {tid} / {tool or 'unnamed tool'}"
+    return f"call {msg.get('tool_call_id')} / {tool or 'unnamed tool'}"
 
 
 def _content(msg: Message) -> str | bytes | None:

@@ -39,6 +39,9 @@ def counter_of(enc: Encoder) -> Callable[[str], int]:
 def load_tiktoken(name: str) -> Encoder:
     import tiktoken
 
+    from policies import bpe_files
+
+    bpe_files.ensure(name)  # offline, rs_bpe rebuilds the file tiktoken would download
     enc: Encoder = tiktoken.get_encoding(name)
     return enc
 

@@ -2,11 +2,16 @@
 
 `ordering_errors` is also what a strict upstream checks, so a list that passes it is one
 OpenAI accepts. `check` compares a curated list with its original.
+
+Call ids may repeat within one assistant message: OpenAI accepts two calls with id `d`
+answered by two results with id `d` (paired by position), so pending calls are counted,
+not kept in a set.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -22,35 +27,35 @@ REPAIRABLE_KEYS = frozenset({"content", "tool_calls", "function_call"})
 def ordering_errors(messages: Sequence[Message]) -> list[str]:
     """Violations of OpenAI's message-ordering rules, empty when the list is valid."""
     errors: list[str] = []
-    pending: set[str] = set()
+    pending: Counter[str] = Counter()
     function_pending = False
     for i, msg in enumerate(messages):
         r = role(msg)
         if r == "tool":
             tid = msg.get("tool_call_id")
             # A non-string id (even an unhashable one) answers nothing; it must not raise.
-            if not isinstance(tid, str) or tid not in pending:
+            if not isinstance(tid, str) or not pending[tid]:
                 errors.append(f"messages[{i}]: tool result {tid!r} answers no pending call")
             else:
-                pending.discard(tid)
+                pending[tid] -= 1
             continue
         if r == "function":
             if not function_pending:
                 errors.append(f"messages[{i}]: function result without a function_call")
             function_pending = False
             continue
-        if pending:
-            errors.append(f"messages[{i}]: calls {sorted(pending)} are unanswered")
-            pending = set()
+        if +pending:
+            errors.append(f"messages[{i}]: calls {sorted(pending.elements())} are unanswered")
+            pending = Counter()
         if function_pending:
             errors.append(f"messages[{i}]: function_call is unanswered")
         function_pending = False
         if r == "assistant":
             errors.extend(_assistant_errors(i, msg))
-            pending = set(call_ids(msg))
+            pending = Counter(call_ids(msg))
             function_pending = bool(msg.get("function_call"))
-    if pending:
-        errors.append(f"end: calls {sorted(pending)} are unanswered")
+    if +pending:
+        errors.append(f"end: calls {sorted(pending.elements())} are unanswered")
     if function_pending:
         errors.append("end: function_call is unanswered")
     return errors

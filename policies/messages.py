@@ -60,6 +60,46 @@ def tool_names(msg: Message) -> dict[str, str]:
     return names
 
 
+class ResultNames:
+    """Names the call each `tool` result of one block answers, in the order they come.
+
+    By id, from `names` (the block head's `tool_names`); when ids repeat within the head
+    (OpenAI accepts two calls `d` answered by two results `d`), by position instead: the
+    k-th result `d` answers the k-th call `d`. Local to one pass over one block.
+    """
+
+    __slots__ = ("_names", "_repeated", "_seen")
+
+    def __init__(self, names: Mapping[str, str], head: Message | None = None) -> None:
+        self._names = names
+        self._repeated: dict[str, list[str]] | None = None
+        self._seen: dict[str, int] = {}
+        calls = head.get("tool_calls") if head is not None else None
+        # Fewer names than calls: an id repeats (or a call has none); the rare slow path.
+        if isinstance(calls, list) and len(names) < len(calls):
+            repeated: dict[str, list[str]] = {}
+            for call in calls:
+                if isinstance(call, MAPPING) and isinstance(call.get("id"), str):
+                    fn = call.get("function")
+                    name = fn.get("name") if isinstance(fn, MAPPING) else None
+                    repeated.setdefault(call["id"], []).append(
+                        name if isinstance(name, str) else ""
+                    )
+            self._repeated = repeated
+
+    def answer(self, tid: object) -> tuple[str, int]:
+        """(tool name, k) for the next result with id `tid`: it answers the k-th call with
+        that id. ("", 0) for an id that is not a string."""
+        if not isinstance(tid, str):
+            return "", 0
+        k = self._seen.get(tid, 0)
+        self._seen[tid] = k + 1
+        if self._repeated is None:
+            return self._names.get(tid, ""), k
+        names = self._repeated.get(tid, ())
+        return (names[k] if k < len(names) else ""), k
+
+
 def text_of(msg: Message) -> str:
     """The text a message carries: its string content, or its text parts joined."""
     content = msg.get("content")

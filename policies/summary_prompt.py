@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from policies.messages import SUMMARY_PREFIX, Message, is_result, role, tool_names
+from policies.messages import SUMMARY_PREFIX, Message, ResultNames, is_result, role, tool_names
 from policies.tokens import TokenCounter
 
 SUMMARY_ROLE = "assistant"
@@ -143,12 +143,14 @@ def _section(tag: str, nonce: str, body: str) -> str:
 def render(messages: Sequence[Message], counter: TokenCounter, model: str) -> str:
     """The transcript: one header line per message, condensed content indented, escaped."""
     blocks: list[str] = []
-    names: dict[str, str] = {}
+    names = ResultNames({})
     for n, msg in enumerate(messages, 1):
         if is_result(msg):
             blocks.append(_result(n, msg, names, counter, model))
             continue
-        names = tool_names(msg) or names
+        found = tool_names(msg)
+        if found:
+            names = ResultNames(found, msg)
         blocks.append(_turn(n, msg, counter, model))
     return escape("\n".join(blocks))
 
@@ -171,11 +173,9 @@ def _turn(n: int, msg: Message, counter: TokenCounter, model: str) -> str:
     return "\n".join([header, *(line for line in lines if line)])
 
 
-def _result(
-    n: int, msg: Message, names: Mapping[str, str], counter: TokenCounter, model: str
-) -> str:
+def _result(n: int, msg: Message, names: ResultNames, counter: TokenCounter, model: str) -> str:
     call_id = msg.get("tool_call_id")
-    fn = msg.get("name") if role(msg) == "function" else names.get(str(call_id), "")
+    fn = msg.get("name") if role(msg) == "function" else names.answer(call_id)[0]
     header = f"[{n}] {role(msg)} result"
     header += f" from {fn}" if isinstance(fn, str) and fn else ""
     header += f" (call {call_id})" if isinstance(call_id, str) else ""

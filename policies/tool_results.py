@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from policies import params
 from policies.base import Action, CurationContext, CuratorOutput
-from policies.messages import Message, is_result, opens_block, role
+from policies.messages import Message, ResultNames, is_result, opens_block, role
 from policies.tally import Tally
 from policies.tokens import TOKENS_PER_MESSAGE, Plan
 
@@ -77,10 +77,10 @@ class ToolResultTruncation:
         """(index, function name) of each result that may be cut, oldest first."""
         pinned = ctx.pinned(messages)
         results: list[tuple[int, str]] = []
-        names: Mapping[str, str] = {}
+        names = ResultNames({})
         for i, msg in enumerate(messages):
             if opens_block(msg):
-                names = ctx.tally.tool_names(msg)
+                names = ResultNames(ctx.tally.tool_names(msg), msg)
             elif is_result(msg):
                 results.append((i, _function_name(msg, names)))
         recent = len(results) - self.keep_recent
@@ -155,12 +155,11 @@ def _head_within(text: str, limit: int, tally: Tally) -> int:
     return head if n > 0 else 0
 
 
-def _function_name(msg: Message, names: Mapping[str, str]) -> str:
+def _function_name(msg: Message, names: ResultNames) -> str:
     if role(msg) == "function":
         name = msg.get("name")
         return name if isinstance(name, str) else ""
-    tid = msg.get("tool_call_id")
-    return names.get(tid, "") if isinstance(tid, str) else ""
+    return names.answer(msg.get("tool_call_id"))[0]
 
 
 def _text_parts(content: object) -> list[Mapping[str, Any]] | None:

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 from policies import params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.describe import content_bytes, size_label
-from policies.messages import Message, Unit, opens_block, role, units
+from policies.messages import Message, ResultNames, Unit, opens_block, role, units
 from policies.tally import Tally
 from policies.tokens import Plan
 
@@ -137,12 +137,14 @@ class ToolUseClearing:
         """What clearing this block would replace, and the tokens it would save."""
         tally = ctx.tally
         head = messages[unit.start]
-        names = tally.tool_names(head)
+        names = ResultNames(tally.tool_names(head), head)
         block = _Block(unit)
-        cleared_ids: set[str] = set()
+        # (id, k): the k-th call with that id, which the k-th result with it answers.
+        cleared_ids: set[tuple[str, int]] = set()
         for i in unit.indexes()[1:]:
             msg = messages[i]
-            tool = _tool_of(msg, names)
+            tid = msg.get("tool_call_id")
+            tool, nth = _tool_of(msg, names)
             if tool in self.exclude_tools:
                 continue
             content = msg.get("content")
@@ -152,9 +154,8 @@ class ToolUseClearing:
                     continue
                 block.replaced[i], block.saved = new, block.saved + saved
                 block.tools.append(tool)
-            tid = msg.get("tool_call_id")
-            if isinstance(tid, str):
-                cleared_ids.add(tid)
+            if isinstance(tid, str) and role(msg) == "tool":
+                cleared_ids.add((tid, nth))
         if self.clear_arguments and cleared_ids:
             new_head = _without_arguments(head, cleared_ids)
             saved = tally.one(head) - tally.one(new_head)
@@ -180,28 +181,30 @@ def _cleared(msg: Message, tool: str, tally: Tally) -> tuple[Message, int]:
     return new, tally.one(msg) - bare - tokens
 
 
-def _tool_of(msg: Message, names: Mapping[str, str]) -> str:
+def _tool_of(msg: Message, names: ResultNames) -> tuple[str, int]:
+    """The tool a result's call names, and which call of its id it answers."""
     if role(msg) == "function":
         name = msg.get("name")
-        return name if isinstance(name, str) else ""
-    tid = msg.get("tool_call_id")
-    return names.get(tid, "") if isinstance(tid, str) else ""
+        return (name if isinstance(name, str) else ""), 0
+    return names.answer(msg.get("tool_call_id"))
 
 
-def _without_arguments(head: Message, ids: set[str]) -> Message:
-    """`head` with the arguments of the calls in `ids` replaced by `CLEARED_ARGUMENTS`."""
+def _without_arguments(head: Message, ids: set[tuple[str, int]]) -> Message:
+    """`head` with the arguments of the calls in `ids` ((id, k): the k-th call with that
+    id) replaced by `CLEARED_ARGUMENTS`."""
     calls = head.get("tool_calls")
     if not isinstance(calls, list):
         return head
     out: list[Any] = []
+    seen: dict[str, int] = {}
     for call in calls:
         fn = call.get("function") if isinstance(call, Mapping) else None
-        if (
-            isinstance(call, Mapping)
-            and call.get("id") in ids
-            and isinstance(fn, Mapping)
-            and isinstance(fn.get("arguments"), str)
-        ):
+        cid = call.get("id") if isinstance(call, Mapping) else None
+        if not isinstance(cid, str):
+            out.append(call)
+            continue
+        nth = seen[cid] = seen.get(cid, -1) + 1
+        if (cid, nth) in ids and isinstance(fn, Mapping) and isinstance(fn.get("arguments"), str):
             call = {**call, "function": {**fn, "arguments": CLEARED_ARGUMENTS}}
         out.append(call)
     return {**head, "tool_calls": out}

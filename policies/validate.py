@@ -7,11 +7,13 @@ key path) and raised together: an operator fixes a config in one pass.
 from __future__ import annotations
 
 import difflib
+import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from policies.errors import ConfigError, Problem
+from policies.urls import mask_urls
 from policies.yamlsrc import KeyPath, format_path, line_of
 
 T = TypeVar("T")
@@ -35,7 +37,7 @@ def describe(value: object) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    text = repr(value)
+    text = repr(mask_urls(value) if isinstance(value, str) else value)  # no URL credentials
     if len(text) > 60:
         text = text[:57] + "..."
     kinds = {str: "a string", int: "an integer", float: "a number"}
@@ -166,3 +168,33 @@ def one_of(*choices: str) -> Check:
         return None if value in choices else f"expected {' | '.join(choices)}"
 
     return check
+
+
+def glob_problem(pattern: str) -> str | None:
+    """Why fnmatch `pattern` cannot mean what was written, or None.
+
+    fnmatch reads an unclosed `[` as a literal `[` and a class like `[z-a]` as matching
+    nothing, so such a glob silently never matches the names it was written for.
+    """
+    i = pattern.find("[")
+    while i >= 0:
+        j = i + 1
+        if pattern[j : j + 1] == "!":
+            j += 1
+        if pattern[j : j + 1] == "]":
+            j += 1  # a `]` first in the class is one of its characters
+        end = pattern.find("]", j)
+        if end < 0:
+            return f"'[' at character {i + 1} is never closed (write [[] for a literal '[')"
+        if "(?!)" in fnmatch.translate(pattern[i : end + 1]):
+            return f"{pattern[i : end + 1]!r} matches no character (a range runs backwards)"
+        i = pattern.find("[", end + 1)
+    return None
+
+
+def glob(value: Any) -> str | None:
+    """A non-empty fnmatch glob that can match something (see `glob_problem`)."""
+    if not isinstance(value, str) or not value:
+        return "expected a non-empty string"
+    problem = glob_problem(value)
+    return None if problem is None else f"expected a glob that can match: {problem}"

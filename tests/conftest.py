@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from policies import bpe_files
 from policies.tokens import TokenCounter
 from tests import factories
 from tests.fakes.servers import HOST
@@ -18,6 +19,15 @@ from tests.fakes.upstream import FakeOpenAI
 # example counts are set per test, and no test may depend on timing.
 settings.register_profile("curator", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("curator")
+
+
+def pytest_configure() -> None:
+    """Offline, tiktoken cannot download its BPE files; rs_bpe rebuilds them in its cache.
+
+    The tests compare against tiktoken itself (and the fake upstream counts with it), so
+    they need the files; a failed rebuild (no rs_bpe) leaves tiktoken to download them."""
+    for name in bpe_files.FILES:
+        bpe_files.ensure(name)
 
 
 @pytest.fixture

@@ -193,3 +193,44 @@ def growing(draw: Draw, base: st.SearchStrategy[list[Msg]]) -> tuple[list[Msg], 
     # Mostly late splits: an early state has too little history for curators to act on.
     split = draw(st.sampled_from(starts[len(starts) // 2 :]))
     return messages[:split], messages
+
+
+@st.composite
+def repeated_id_conversations(draw: Draw, max_turns: int = 6) -> list[Msg]:
+    """A valid conversation whose calls share ids: with period k, calls k at a time get the
+    same id, so a block may hold two or three calls `call_n` answered by as many results
+    (OpenAI accepts that, pairing them by position)."""
+    counter = itertools.count()
+    period = draw(st.integers(2, 3))
+
+    def ids() -> str:
+        return f"call_{next(counter) // period}"
+
+    prefix = draw(st.lists(st.one_of(st.builds(f.system), st.builds(f.developer)), max_size=2))
+    messages: list[Msg] = list(prefix)
+    for _ in range(draw(st.integers(1, max_turns))):
+        messages.append(draw(user_messages()))
+        for _ in range(draw(st.integers(0, 3))):
+            messages.extend(draw(steps(ids)))
+    return messages
+
+
+def null_field_messages() -> st.SearchStrategy[Msg]:
+    """Single messages whose fields are null or missing: what a sloppy client sends, and
+    what curation may drop entirely (a lone `function` result with null content)."""
+    nullable = st.one_of(st.none(), short_text)
+    return st.one_of(
+        st.builds(lambda c, n: {"role": "function", "content": c, "name": n}, nullable, nullable),
+        st.builds(lambda c: {"role": "tool", "content": c, "tool_call_id": None}, nullable),
+        st.builds(lambda c: {"role": "assistant", "content": c}, nullable),
+        st.builds(lambda c: {"role": "assistant", "content": c, "tool_calls": []}, nullable),
+        st.builds(lambda c: {"role": "user", "content": c}, nullable),
+    )
+
+
+any_message_lists = st.one_of(
+    broken_conversations.filter(bool),
+    repeated_id_conversations(),
+    st.lists(st.one_of(soup_messages(), null_field_messages()), min_size=1, max_size=8),
+)
+"""Any non-empty list of messages with a string role: what the proxy may be sent."""

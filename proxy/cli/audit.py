@@ -26,6 +26,7 @@ from policies.errors import ConfigError
 from policies.yamlsrc import parse_file
 from proxy.cli import audit_serve
 from proxy.cli.audit_render import render_diff, render_record, render_table
+from proxy.cli.pipes import run_to_stdout
 from proxy.config import loader as proxy_config
 from proxy.config.audit import AuditConfig, parse_audit
 from proxy.observability.audit.readers.query import parse_time
@@ -219,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m proxy.cli.audit ...`, until `curator audit` is wired in."""
     parser = argparse.ArgumentParser(prog="curator")
     add_subparsers(parser.add_subparsers(dest="command", required=True))
+    return run_to_stdout(lambda: _run(parser, argv))
+
+
+def _run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     status: int = args.func(args)
     return status

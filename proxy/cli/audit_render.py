@@ -22,7 +22,7 @@ _KEYS = ("time", "id", "kind", "route", "policy", "model", "status")
 """The fields behind the table's first columns; TOKENS and RESULT are derived."""
 _SHOW_KEYS = (
     "id", "time", "kind", "parent_id", "route", "policy", "mode", "model", "client", "status",
-    "latency_ms", "ttfb_ms", "skip_reason", "redaction",
+    "incomplete", "latency_ms", "ttfb_ms", "skip_reason", "redaction",
 )  # fmt: skip
 DIFF_LINES = 24
 RUN_LINES = 3

@@ -17,7 +17,9 @@ from typing import Any
 
 from policies.errors import ConfigError
 from policies.fast_bpe import tokenizer_choice
+from policies.urls import masked_url
 from proxy.cli.audit import add_subparsers as add_audit_subparsers
+from proxy.cli.pipes import run_to_stdout
 from proxy.config.loader import Config, default_config, load_config
 from proxy.config.render import format_config
 
@@ -27,6 +29,10 @@ log = logging.getLogger("curator.cli")
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `curator` console script; returns the process exit code."""
+    return run_to_stdout(lambda: _run(argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     code: int = args.handler(args)
     return code
@@ -50,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(handler=_serve)
     check = commands.add_parser("check", help="validate a config and show its routes and policies")
     _add_config_arg(check)
+    check.add_argument(
+        "--host", help="check as `serve --host HOST` would start (default: server.host)"
+    )
     check.set_defaults(handler=_check)
     _add_simulate(commands)
     add_audit_subparsers(commands)
@@ -128,7 +137,7 @@ def _load(config_arg: str | None) -> tuple[Config, str | None]:
         log.info(
             "no ./%s found: using built-in defaults (upstream %s, policy preset 'default')",
             DEFAULT_CONFIG,
-            upstream,
+            masked_url(upstream),
         )
         return config, None
     path = config_arg or DEFAULT_CONFIG
@@ -142,13 +151,12 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _print_problems(exc)
         return 1
-    from proxy.serving.guard import bind_refusal
-    from proxy.serving.server import serve  # the HTTP stack loads only for `serve`
-
-    refusal = _tokenizer_problem() or bind_refusal(config, args.host or config.server.host)
+    refusal = startup_problem(config, args.host)
     if refusal is not None:
         print(refusal, file=sys.stderr)
         return 1
+    from proxy.serving.server import serve  # the HTTP stack loads only for `serve`
+
     serve(config, host=args.host, port=args.port, workers=args.workers, config_path=path)
     return 0
 
@@ -159,12 +167,21 @@ def _check(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _print_problems(exc)
         return 1
-    problem = _tokenizer_problem()
+    problem = startup_problem(config, args.host)
     if problem is not None:
         print(problem, file=sys.stderr)
         return 1
     print(format_config(config))
     return 0
+
+
+def startup_problem(config: Config, host: str | None) -> str | None:
+    """Why `serve` would refuse to start with `config` on `host` (default: server.host).
+
+    `check` runs exactly this too, so a config it passes is one `serve` starts with."""
+    from proxy.serving.guard import bind_refusal
+
+    return _tokenizer_problem() or bind_refusal(config, host or config.server.host)
 
 
 def _tokenizer_problem() -> str | None:

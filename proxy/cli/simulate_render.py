@@ -1,7 +1,8 @@
 """Rendering for `curator simulate`: the text report, its JSON form, and message diffs.
 
 The text report shows, per request, the budget, each curator's actions, tokens before and
-after, and the prefix-cache price of the original and the curated request; then totals.
+after, the share of the budget used after each curator that acted, and the prefix-cache
+price of the original and the curated request; then totals.
 Diffs render messages as plain lines without indexes, so messages that were kept match
 and only what a curator removed, cut or inserted shows as changed.
 """
@@ -48,6 +49,7 @@ def _request_lines(n: int, outcome: Outcome, report: Report, options: Options) -
         f"  {a.curator} {a.kind} {_indexes(a.indexes)} -{a.tokens_removed:,}: {a.reason}"
         for a in result.actions
     ] or ["  no curator changed anything"]
+    lines.append(f"  budget use: {_use_line(outcome, result.tokens_after)}")
     stats = outcome.summaries
     if stats is not None and not options.allow_calls and stats.calls + stats.cache_hits:
         lines.append("  summarizer: the summary is a PLACEHOLDER, no model was called")
@@ -76,6 +78,7 @@ def _total_lines(report: Report) -> list[str]:
         f"total: {len(report.outcomes)} request(s), {rejected} rejected, {skipped} skipped",
         f"  message tokens: {_change(before, after)}",
         "  actions: " + (", ".join(f"{k}={v}" for k, v in counts.items()) or "none"),
+        *_fill_lines(report),
         f"  prefix cache: cached input at {pricing.cached_price:g} of the input price, once "
         f"a prefix of >= {pricing.min_tokens:,} tokens repeats (in steps of {pricing.increment})",
         f"  {'':<10}{'input':>11} {'cached':>11} {'hit':>6} {'units':>13} {'cache saves':>13}",
@@ -88,6 +91,47 @@ def _total_lines(report: Report) -> list[str]:
     if original.cost:
         lines.append(f"  curated costs {curated.cost / original.cost:.1%} of the original")
     return lines
+
+
+def _fill_lines(report: Report) -> list[str]:
+    """How much of the budget the requests that arrived over it were curated to use."""
+    shares = sorted(
+        o.result.tokens_after / o.budget.messages
+        for o in report.outcomes
+        if o.result is not None and 0 < o.budget.messages < o.tokens_before
+    )
+    if not shares:
+        return []
+    median = shares[len(shares) // 2]
+    return [
+        f"  budget use of the {len(shares)} over-budget request(s): lowest {shares[0]:.1%}, "
+        f"median {median:.1%}"
+    ]
+
+
+def utilization(outcome: Outcome) -> list[tuple[str, float]]:
+    """Tokens after each curator that acted, as a share of the message budget, in chain
+    order; the last is the curated request's. Derived from the tokens each action removed."""
+    result, budget = outcome.result, outcome.budget.messages
+    if result is None or budget <= 0:
+        return []
+    shares: dict[str, float] = {}
+    tokens = outcome.tokens_before
+    for action in result.actions:
+        tokens -= action.tokens_removed
+        shares.pop(action.curator, None)  # a curator is listed where it last acted
+        shares[action.curator] = tokens / budget
+    if shares:
+        # The chain's own count, in case the actions' savings do not add up exactly.
+        shares[next(reversed(shares))] = result.tokens_after / budget
+    return list(shares.items())
+
+
+def _use_line(outcome: Outcome, tokens_after: int) -> str:
+    budget = outcome.budget.messages
+    share = tokens_after / budget if budget > 0 else 0.0
+    steps = ", ".join(f"{name} {used:.1%}" for name, used in utilization(outcome))
+    return f"{share:.1%} of the budget" + (f" (after {steps})" if steps else "")
 
 
 def _change(before: int, after: int) -> str:
@@ -152,6 +196,12 @@ def render_json(report: Report, options: Options) -> str:
             "skipped": o.skipped,
             "tokens_before": o.tokens_before,
             "tokens_after": o.result.tokens_after if o.result is not None else None,
+            "utilization": (
+                o.result.tokens_after / o.budget.messages
+                if o.result is not None and o.budget.messages > 0
+                else None
+            ),
+            "utilization_by_curator": dict(utilization(o)),
             "actions": [asdict(a) for a in actions],
             "summarizer": asdict(o.summaries) if o.summaries is not None else None,
             "cost": {

@@ -8,9 +8,17 @@ server:
   max_messages: 10000    # a chat request with more messages gets 400 too_many_messages
   max_json_depth: 64     # a chat body nested deeper gets 400 nesting_too_deep (16-254)
   shutdown_grace_s: 20   # on SIGTERM, in-flight requests (streams too) get this long to finish
+  max_header_kb: 64      # a bigger request head gets 431 and the connection is closed (1-1024)
+  header_timeout_s: 10   # a request head must be complete this long after the connection is
+                         # opened or the previous response ended, else the connection is closed
+  body_timeout_s: 30     # a body must be complete this long after its head, else 408
+  max_connections: null  # per worker; past it new connections get a fast 503 and are closed
+                         # (null: sized from the open-file limit, see proxy.serving.conn_limits)
 ```
-The guard (proxy/serving/guard.py) enforces the first two before the app runs; `check_chat` enforces
-the chat-shape limits once the body is parsed, before curation.
+The guard (proxy/serving/guard.py) enforces body size and max_inflight before the app runs;
+the connection guard (proxy.serving.connection_guard) enforces the last four before any
+request reaches the app; `check_chat` enforces the chat-shape limits once the body is
+parsed, before curation.
 """
 
 from __future__ import annotations
@@ -35,7 +43,18 @@ ORJSON_MAX_DUMP_DEPTH = 254
 re-encoded after curation, nor written to the audit log."""
 ORJSON_MAX_LOAD_DEPTH = 1024
 BRACKET_COUNT_MAX_BYTES = 16 * 1024
-LIMIT_KEYS = ("max_body_mb", "max_inflight", "max_messages", "max_json_depth", "shutdown_grace_s")
+LIMIT_KEYS = (
+    "max_body_mb",
+    "max_inflight",
+    "max_messages",
+    "max_json_depth",
+    "shutdown_grace_s",
+    "max_header_kb",
+    "header_timeout_s",
+    "body_timeout_s",
+    "max_connections",
+)
+MAX_CONNECTIONS_CAP = 10**6
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +68,11 @@ class Limits:
     shutdown_grace_s: float = 20.0
     """Plus up to 5 s to flush the audit queue: still inside the 30 s an orchestrator
     (Kubernetes, Docker) gives by default between SIGTERM and SIGKILL."""
+    max_header_kb: int = 64
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    max_connections: int | None = None
+    """None: sized from RLIMIT_NOFILE when serving (`conn_limits.connection_limit`)."""
 
     @property
     def max_body_bytes(self) -> int:
@@ -67,12 +91,31 @@ def read_limits(read: Reader, data: Mapping[Any, Any], path: KeyPath) -> Limits:
             data, "max_json_depth", path, d.max_json_depth, v.int_in(16, ORJSON_MAX_DUMP_DEPTH)
         ),
         shutdown_grace_s=float(grace),
+        max_header_kb=read.get(data, "max_header_kb", path, d.max_header_kb, v.int_in(1, 1024)),
+        header_timeout_s=float(
+            read.get(data, "header_timeout_s", path, d.header_timeout_s, _timeout)
+        ),
+        body_timeout_s=float(read.get(data, "body_timeout_s", path, d.body_timeout_s, _timeout)),
+        max_connections=read.get(
+            data, "max_connections", path, d.max_connections, _connection_count
+        ),
     )
 
 
 def _seconds(value: Any) -> str | None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 3600
     return None if ok else "expected a number of seconds from 0 to 3600"
+
+
+def _timeout(value: Any) -> str | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 3600
+    return None if ok else "expected a number of seconds above 0, at most 3600"
+
+
+def _connection_count(value: Any) -> str | None:
+    if value is None or v.int_in(1, MAX_CONNECTIONS_CAP)(value) is None:
+        return None
+    return f"expected an integer from 1 to {MAX_CONNECTIONS_CAP}, or null (from the fd limit)"
 
 
 # -- chat-shape limits ------------------------------------------------------------------

@@ -21,6 +21,7 @@ from policies.loader import PRESET_PREFIX, Registry, load_preset, policy_from_sp
 from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
 from policies.summarizer import Summarizer
+from policies.urls import masked_url
 from policies.validate import Problems, Reader, describe, suggest
 from policies.yamlsrc import KeyPath, parse_file
 from proxy.config.audit import DEFAULT_PATHS, AuditConfig, read_audit
@@ -144,7 +145,9 @@ def default_config(
     base_url = env.get("CURATOR_UPSTREAM") or DEFAULT_UPSTREAM
     error = _base_url(base_url)
     if error is not None:
-        raise ConfigError([Problem("$CURATOR_UPSTREAM", None, "", f"{error}, got {base_url!r}")])
+        raise ConfigError(
+            [Problem("$CURATOR_UPSTREAM", None, "", f"{error}, got {masked_url(base_url)!r}")]
+        )
     upstream = UpstreamConfig("default", base_url.rstrip("/"))
     return Config(
         source=DEFAULTS_SOURCE,
@@ -210,6 +213,10 @@ def _base_url(value: Any) -> str | None:
         return "expected an http(s) URL with a host, e.g. https://api.openai.com/v1"
     if parts.query or parts.fragment:
         return "expected a URL without a query or fragment"
+    try:
+        parts.port  # noqa: B018 - parsing the port is what validates it
+    except ValueError:
+        return "expected a port number from 0 to 65535 after the host"
     return None
 
 
@@ -257,6 +264,10 @@ def _models(build: _Build, value: object, path: KeyPath) -> None:
 
     encodings = sorted(tiktoken.list_encoding_names())
     for glob, item, item_path in build.read.named(value, path):
+        problem = v.glob_problem(glob)
+        if problem is not None:
+            build.problems.add(item_path, f"model glob {glob!r} can never match: {problem}")
+            continue
         data = build.read.mapping(item, item_path, MODEL_KEYS)
         if data is None:
             continue

@@ -1,5 +1,6 @@
-"""What `curator check` prints about a valid config: routes, upstreams (never their keys),
-models, observability and each policy's chain with its parameters."""
+"""What `curator check` prints about a valid config: routes, upstreams (never their keys,
+nor credentials in their URLs), models, observability and each policy's chain with its
+parameters."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 import yaml
 
 from policies.policy import Policy
+from policies.urls import mask_urls, masked_url
 from proxy.config.loader import Config, Route
 
 
@@ -68,7 +70,7 @@ def _route_lines(number: int, route: Route, config: Config) -> list[str]:
     return [
         f"  {number}. {route.name}",
         f"     match: {' '.join(conditions) if conditions else 'everything'}",
-        f"     upstream: {upstream.name} {upstream.base_url} ({auth})",
+        f"     upstream: {upstream.name} {masked_url(upstream.base_url)} ({auth})",
         f"     policy: {route.policy} (x-curator-policy header {header})",
         f"     mode: {route.mode}{MODE_NOTES[route.mode]}",
     ]
@@ -116,7 +118,9 @@ def _params(curator: object) -> str:
 
 def _plain(value: object) -> object:
     """Only YAML's own types; anything else (a callable, say) is shown by its repr."""
-    if value is None or isinstance(value, str | int | float | bool):
+    if isinstance(value, str):
+        return mask_urls(value)  # e.g. a summarizer's `cache: redis://:password@host`
+    if value is None or isinstance(value, int | float | bool):
         return value
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]

@@ -112,12 +112,15 @@ def _match(read: Reader, value: object, path: KeyPath) -> RouteMatch:
     headers: list[tuple[str, str]] = []
     if "headers" in data:
         for name, glob, item_path in read.named(data["headers"], (*path, "headers")):
-            if isinstance(glob, str):
-                headers.append((name.lower(), glob))
-            else:
+            if not isinstance(glob, str):
                 read.problems.add(item_path, f"expected a string (a glob), got {describe(glob)}")
+            elif (problem := v.glob_problem(glob)) is not None:
+                message = f"expected a glob that can match: {problem}, got {describe(glob)}"
+                read.problems.add(item_path, message)
+            else:
+                headers.append((name.lower(), glob))
     return RouteMatch(
-        path=read.get(data, "path", path, None, v.text),
-        model=read.get(data, "model", path, None, v.text),
+        path=read.get(data, "path", path, None, v.glob),
+        model=read.get(data, "model", path, None, v.glob),
         headers=tuple(headers),
     )

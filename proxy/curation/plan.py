@@ -50,6 +50,9 @@ log = logging.getLogger("curator.chat")
 CHAT_PATH = "/v1/chat/completions"
 WOULD_REJECT = "would_reject"
 """Skip reason in shadow mode when the policy would have answered 400 (on_overflow: reject)."""
+CURATED_EMPTY = "curated_empty"
+"""Skip reason when curation left no message at all (e.g. it dropped a lone stray result):
+OpenAI rejects `messages: []`, so the client's request goes as it was sent."""
 OFFLOAD_BYTES = 64 * 1024
 """Bodies at least this big are planned in a worker thread (see the module docstring)."""
 
@@ -149,6 +152,8 @@ async def plan_chat(
         body = _body(planned, result)
     except Exception as exc:
         return _reject_or_fail_open(planned, exc)
+    if not result.messages:
+        return _skip(planned, CURATED_EMPTY)
     summary = services.stats if services is not None else None
     return _curated(planned, result, body, started, summary)
 
@@ -178,6 +183,8 @@ def curate(request: ChatRequest, counter: TokenCounter) -> ChatPlan:
         body = _body(request, result)
     except Exception as exc:
         return _reject_or_fail_open(request, exc)
+    if not result.messages:
+        return _skip(request, CURATED_EMPTY)
     return _curated(request, result, body, started, None)
 
 

@@ -88,6 +88,9 @@ class ExchangeRecord:
     Never log or store it; the audit writer keeps only its hash."""
     response: SSEAccumulator | None = None
     """The relayed response body, collected only when the audit log wants it."""
+    incomplete: str | None = None
+    """Why the client got no complete response (`Relay.incomplete`): the upstream's error
+    code mid-response, `client_disconnect` or `shutdown`; None when it was complete."""
     summary_calls: tuple[SummaryCall, ...] = ()
     """The summarizer's model calls for this request (collected only for the audit log)."""
 

@@ -213,6 +213,7 @@ def chat_entry(record: ExchangeRecord) -> AuditEntry:
         latency_ms=record.latency_s * 1000,
         ttfb_ms=record.ttfb_s * 1000 if record.ttfb_s is not None else None,
         response=_response(record),
+        incomplete=record.incomplete,
     )
 
 

@@ -285,6 +285,7 @@ class _Exchange:
             mode=plan.mode if plan else None,
             authorization=self._credential(),
             response=relay.tap,
+            incomplete=relay.incomplete,
             summary_calls=tuple(self.summary_calls),
         )
 

@@ -9,12 +9,17 @@ this order:
    Both headers are then removed: a proxy key is not an upstream credential and must never
    reach the upstream.
 2. Body size: a Content-Length over `server.max_body_mb` gets 413 `request_too_large`
-   before one byte of the body is read. A body without one (chunked) is counted as the
-   app reads it; the read that crosses the limit raises that same 413 inside the app,
-   which answers it and records the exchange.
+   before one byte of the body is read. A body without one (chunked) is counted as it is
+   read; the read that crosses the limit raises that same 413 inside the app, which
+   answers it and records the exchange.
 3. Overload: beyond `server.max_inflight` proxied (`/v1/*`) requests in flight in this
-   worker, a fast 503 `proxy_overloaded` with Retry-After instead of an unbounded queue.
-   Other paths (/metrics) are not counted, so a scrape still answers under overload.
+   worker, a fast 503 `proxy_overloaded` with Retry-After instead of an unbounded queue. A
+   proxied request's body is read first, and only a complete one takes a slot: a client
+   still sending (slowly, say) holds no slot, and the connection guard
+   (`proxy.serving.connection_guard`) ends its wait after `server.body_timeout_s` with 408.
+   A body that fails (too large, timed out, client gone) reaches the app as that failure,
+   which records the exchange. Other paths (/metrics) are not counted, so a scrape still
+   answers under overload.
 
 Answers here are not exchanges (the app never saw them), so they reach no observer; they
 are counted in `curator_rejected_total{reason}`.
@@ -27,7 +32,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -36,6 +42,7 @@ from proxy.config.limits import Limits
 from proxy.config.loader import Config
 from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import JSON_HEADERS, ProxyError, request_too_large
+from proxy.serving.conn_limits import BODY_TIMED_OUT, request_timeout
 
 OPEN_PATHS = frozenset({"/healthz"})
 PROXIED = "/v1/"
@@ -119,6 +126,7 @@ class Guard:
         self._keys = KeyRing(config.auth.keys)
         self._max_body = limits.max_body_bytes
         self._max_inflight = limits.max_inflight
+        self._body_timeout_s = limits.body_timeout_s
         self._inflight = inflight if inflight is not None else Inflight()
         # `viewer.public`: the viewer checks its own admin keys (a browser cannot send a
         # proxy key when it follows a link).
@@ -133,6 +141,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers: list[tuple[bytes, bytes]] = scope["headers"]
+        served = scope  # the server's own scope (the connection guard flags a body timeout there)
         if self._keys:
             presented = _presented(headers)
             if not self._keys.accepts(presented):
@@ -141,13 +150,17 @@ class Guard:
             kept = [h for h in headers if h[0] not in CREDENTIALS]
             scope = {**scope, "headers": kept, PROXY_CREDENTIAL: presented}
         length = _first(headers, b"content-length")
-        if length is None:
-            receive = _counted(receive, self._max_body)
-        elif length.isdigit() and int(length) > self._max_body:
+        if length is not None and length.isdigit() and int(length) > self._max_body:
             await _answer(scope, send, request_too_large(self._max_body))
             return
         if not scope["path"].startswith(PROXIED):  # /metrics answers even when overloaded
-            await self.app(scope, receive, send)
+            counted = receive if length is not None else _counted(receive, self._max_body)
+            await self.app(scope, counted, send)
+            return
+        first = await _read_body(served, receive, self._max_body, self._body_timeout_s)
+        receive = _replaying(first, receive)
+        if isinstance(first, ProxyError) or first["type"] != "http.request":
+            await self.app(scope, receive, send)  # the app answers or records the failure
             return
         inflight = self._inflight
         if inflight.count >= self._max_inflight:
@@ -176,6 +189,40 @@ def _first(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> bytes | None:
     return None
 
 
+async def _read_body(
+    scope: Scope, receive: Receive, limit: int, timeout_s: float
+) -> Message | ProxyError:
+    """The whole body as one message; or the disconnect, or the error, that ended it."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return request_timeout(timeout_s) if scope.get(BODY_TIMED_OUT) else message
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return request_too_large(limit)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+
+def _replaying(first: Message | ProxyError, receive: Receive) -> Receive:
+    """`receive` that first gives (or raises) `first`, then reads the connection again."""
+    pending = [first]
+
+    async def replay() -> Message:
+        if not pending:
+            return await receive()
+        item = pending.pop()
+        if isinstance(item, ProxyError):
+            raise item
+        return item
+
+    return replay
+
+
 def _counted(receive: Receive, limit: int) -> Receive:
     """`receive` that raises 413 once the body read so far exceeds `limit` bytes."""
     seen = 0
@@ -200,8 +247,12 @@ async def _answer(scope: Scope, send: Send, err: ProxyError, *extra: tuple[bytes
 
 
 def _count(scope: Scope, reason: str) -> None:
+    count_rejection(scope.get("state", {}), reason)
+
+
+def count_rejection(state: Mapping[str, Any], reason: str) -> None:
     """Count a rejection in the worker's metrics (the lifespan state holds the live edge)."""
-    live = scope.get("state", {}).get("edge")
+    live = state.get("edge")
     metrics = getattr(getattr(live, "current", None), "metrics", None)
     if metrics is not None:
         metrics.rejected.labels(reason).inc()

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
@@ -255,7 +256,7 @@ async def _close_quietly(cache: RedisSummaryCache) -> None:
         await cache.aclose()
 
 
-def serve_workers(config: uvicorn.Config) -> None:
+def serve_workers(config: uvicorn.Config, sock: socket.socket | None = None) -> None:
     """Run `config.workers` worker processes as `uvicorn.run` does, except that SIGHUP makes
     every worker reload its config in place (validated, swapped, counted, caches kept)
     instead of uvicorn's default of replacing the workers."""
@@ -266,7 +267,7 @@ def serve_workers(config: uvicorn.Config) -> None:
         def handle_hup(self) -> None:
             forward_sighup(self.processes)
 
-    Supervisor(config, sockets=[config.bind_socket()]).run()
+    Supervisor(config, sockets=[sock or config.bind_socket()]).run()
 
 
 def forward_sighup(processes: Sequence[Process]) -> int:

@@ -11,19 +11,26 @@ Metrics with `--workers N` use prometheus-client's multiprocess mode: before any
 starts, the parent points PROMETHEUS_MULTIPROC_DIR at an empty directory (`metrics.
 multiprocess_dir`, else an already set PROMETHEUS_MULTIPROC_DIR, else a fresh temp dir it
 removes on exit). Workers are spawned, so they import prometheus_client with it set.
+
+Connections are served by `proxy.serving.connection_guard` (head size, header and body
+timeouts, max connections) around uvicorn's httptools parser. The listening socket is bound before
+anything says "listening": a port in use is reported with its address and the OS error,
+and the process exits 1.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import logging
 import os
 import shutil
 import signal
+import socket
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from importlib.util import find_spec
 from types import FrameType
 from typing import Any, NoReturn
@@ -32,9 +39,11 @@ import uvicorn
 from starlette.applications import Starlette
 
 from policies.tokens import TokenCounter
+from proxy.config.limits import Limits
 from proxy.config.loader import Config, default_config, load_config
 from proxy.observability.metrics.multiproc import MULTIPROC_ENV, prepare_multiprocess_dir
 from proxy.serving.app import create_app
+from proxy.serving.conn_limits import check_fd_budget, conn_limits, raise_fd_limit
 from proxy.serving.edge import preload
 from proxy.serving.reload import serve_workers
 from proxy.serving.slim import release_rs_bpe_pages, slim_tiktoken
@@ -53,11 +62,18 @@ GRACEFUL_SHUTDOWN_S = 30
 """On SIGTERM, in-flight requests (long streams included) get this long to finish."""
 
 
-def uvicorn_options() -> dict[str, Any]:
+STARTUP_FAILURE = 3
+"""uvicorn's exit status when the app fails to start."""
+
+
+def uvicorn_options(limits: Limits | None = None) -> dict[str, Any]:
     """The uvicorn settings the proxy runs with (tests' real-socket servers reuse them)."""
+    limits = limits or Limits()
     return {
         "loop": "uvloop" if find_spec("uvloop") else "asyncio",
-        "http": "httptools" if find_spec("httptools") else "h11",
+        "http": _http_protocol(limits),
+        # Only without httptools (uvicorn[standard] ships it): h11 answers 400 over this.
+        "h11_max_incomplete_event_size": limits.max_header_kb * 1024,
         "lifespan": "on",
         "access_log": False,
         "server_header": False,
@@ -65,6 +81,15 @@ def uvicorn_options() -> dict[str, Any]:
         "log_config": None,
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
     }
+
+
+def _http_protocol(limits: Limits) -> Any:
+    if not find_spec("httptools"):
+        return "h11"
+    from proxy.serving.connection_guard import GuardedHttpToolsProtocol  # imports httptools
+
+    # A partial, not a class made here: worker processes receive it pickled.
+    return functools.partial(GuardedHttpToolsProtocol, limits=conn_limits(limits))
 
 
 def build_app(config: Config) -> Starlette:
@@ -119,11 +144,15 @@ def serve(
     host = host or config.server.host
     port = port if port is not None else config.server.port
     workers = workers or config.server.workers
-    options = uvicorn_options()
-    options["timeout_graceful_shutdown"] = config.server.limits.shutdown_grace_s
+    raise_fd_limit()  # before the limits are sized from it; workers inherit it
+    limits = config.server.limits
+    options = uvicorn_options(limits)
+    options["timeout_graceful_shutdown"] = limits.shutdown_grace_s
+    check_fd_budget(conn_limits(limits))
     # uvicorn re-raises the SIGTERM it shut down on once it is done; exit 0 then, not as
     # a process killed by SIGTERM (143). Before uvicorn starts, SIGTERM exits at once.
     signal.signal(signal.SIGTERM, _exit_zero)
+    sock = bind_listener(host, port)
     log.info(
         "context-curator listening on http://%s:%d (%d worker%s, config %s, %s + %s)",
         host,
@@ -132,13 +161,34 @@ def serve(
         "" if workers == 1 else "s",
         config.source,
         options["loop"],
-        options["http"],
+        "httptools" if options["http"] != "h11" else "h11",
     )
-    with multiprocess_metrics(config, workers):
+    with sock, multiprocess_metrics(config, workers):
         if workers == 1:
-            uvicorn.run(build_app(listening_on(config, host)), host=host, port=port, **options)
+            app = build_app(listening_on(config, host))
+            server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **options))
+            with suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C is a clean stop
+                server.run(sockets=[sock])
+            if not server.started:
+                raise SystemExit(STARTUP_FAILURE)
             return
-        _serve_workers(host, port, workers, options, config_path)
+        _serve_workers(host, port, workers, options, config_path, sock)
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """The listening socket, bound as uvicorn binds it; exits 1 saying what failed."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        shown = f"[{host}]" if family == socket.AF_INET6 else host
+        log.error("cannot listen on %s:%d: %s", shown, port, exc.strerror or exc)
+        raise SystemExit(1) from None
+    sock.set_inheritable(True)  # worker processes serve it too
+    return sock
 
 
 def _exit_zero(_signum: int, _frame: FrameType | None) -> NoReturn:
@@ -146,7 +196,12 @@ def _exit_zero(_signum: int, _frame: FrameType | None) -> NoReturn:
 
 
 def _serve_workers(
-    host: str, port: int, workers: int, options: dict[str, Any], config_path: str | None
+    host: str,
+    port: int,
+    workers: int,
+    options: dict[str, Any],
+    config_path: str | None,
+    sock: socket.socket,
 ) -> None:
     if config_path:
         os.environ[CONFIG_ENV] = os.path.abspath(config_path)
@@ -162,7 +217,8 @@ def _serve_workers(
             port=port,
             workers=workers,
             **options,
-        )
+        ),
+        sock,
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
@@ -27,9 +28,12 @@ from proxy.observability.audit.sse import SSEAccumulator
 from proxy.observability.exchange import Outcome
 from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
 from proxy.upstream.hygiene import response_head
+from proxy.upstream.safe_text import failure_reason, loggable_url
 
 log = logging.getLogger("curator.forward")
 
+SHUTDOWN = "shutdown"
+"""Why a response ended when the server cancelled it: the shutdown grace period ran out."""
 SSE_BOUNDARIES = (b"\n\n", b"\r\r", b"\r\n\r\n")
 WATCH_AFTER_S = 0.02
 """How long an exchange runs before a task starts watching for the client leaving."""
@@ -76,7 +80,26 @@ class MapUpstreamErrors:
 
 def _cause(err: ProxyError) -> str:
     cause = err.__cause__
-    return f"{type(cause).__name__}: {cause}" if cause is not None else err.code
+    return failure_reason(cause) if cause is not None else err.code
+
+
+class UnsendableHeader(Exception):
+    """A response header an HTTP/1.1 server must not send (control bytes, a bad name):
+    answered 502 before anything is relayed, rather than failing mid-response."""
+
+    safe_reason = "response header with bytes HTTP does not allow"
+
+
+_BAD_NAME = re.compile(rb'[\x00-\x1f\x7f()<>@,;:\[\]={} \t\\"]')
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+"""What uvicorn refuses to send (it raises, and the client's connection drops)."""
+
+
+def _unsendable(headers: Sequence[tuple[bytes, bytes]]) -> bool:
+    # One search per side over the joined headers: the separators are allowed bytes.
+    names = b"a".join(n for n, _ in headers)
+    values = b"\t".join(v for _, v in headers)
+    return _BAD_NAME.search(names) is not None or _BAD_VALUE.search(values) is not None
 
 
 class StreamAborted(Exception):
@@ -104,6 +127,10 @@ class Relay:
     """Set by the app when the audit log wants the body: gets every relayed body chunk."""
     tap_errors_only: bool = False
     """Keep the tap for error statuses (>= 400) only (the audit stores no responses)."""
+    incomplete: str | None = None
+    """Why the client got no complete response although the exchange began: the upstream
+    failed mid-response (its error code), `client_disconnect` or `shutdown`. None when the
+    response was complete, the proxy's own error answer included."""
 
 
 async def forward(
@@ -133,11 +160,18 @@ async def forward(
     except asyncio.CancelledError:
         if relay.outcome == "client_disconnect" and task.uncancel() == 0:
             return  # our own cancellation; the upstream side is closed by now
+        # Not ours: the server cancels what is still running when its shutdown grace ends.
+        relay.error = relay.error or SHUTDOWN
+        relay.incomplete = relay.incomplete or SHUTDOWN
         raise
     except ProxyError as err:
         relay.outcome, relay.error = "upstream_error", err.code
         log.warning(
-            "request %s: upstream failed (%s): answered %s", relay.request_id, _cause(err), err.code
+            "request %s: upstream %s failed (%s): answered %s",
+            relay.request_id,
+            loggable_url(request.url),
+            _cause(err),
+            err.code,
         )
         raise
     except StreamAborted:
@@ -180,6 +214,7 @@ class _Watcher:
             pass
         if not self._relay.complete:
             self._relay.outcome = "client_disconnect"
+            self._relay.incomplete = "client_disconnect"
             self._task.cancel()
 
     def stop(self, complete: bool) -> None:
@@ -205,6 +240,8 @@ async def _exchange(
             relay.tap = None
         head = response_head(response.headers)
         headers = head.headers
+        if _unsendable(headers):
+            raise upstream_failed() from UnsendableHeader()
         headers.extend(extra_headers)
         await send({"type": "http.response.start", "status": response.status, "headers": headers})
         await _pump(response, send, relay, sse=head.event_stream, length=head.content_length)
@@ -227,6 +264,7 @@ async def _pump(
                 chunk = await response.read()
         except ProxyError as err:
             relay.outcome, relay.error = "upstream_error", err.code
+            relay.incomplete = err.code
             if not sse:
                 raise StreamAborted(err.code) from err
             log.warning(

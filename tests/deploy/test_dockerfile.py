@@ -133,18 +133,25 @@ def test_runtime_writes_nothing_outside_data_and_tmp() -> None:
     assert workdir.value == ("/data",)
 
 
-def test_prefetch_snippet_loads_both_encodings() -> None:
-    """Runs the build step's Python here, against the local BPE cache, so a typo in it fails
-    now rather than in a docker build."""
-    cache = os.environ.get("TIKTOKEN_CACHE_DIR", "")
-    if not cache or len(list(Path(cache).glob("*"))) < len(ENCODINGS):
-        pytest.skip("TIKTOKEN_CACHE_DIR with both BPE files is not set; tiktoken would download")
+def test_prefetch_step_builds_both_encodings_without_a_download(tmp_path: Path) -> None:
+    """Runs the build step's Python here with an empty cache, so a typo in it fails now
+    rather than in a docker build (the machine is offline: nothing can be downloaded)."""
     words = shlex.split(prefetch_command())
+    python = "/opt/curator/bin/python"
+    assert words[:4] == [python, "-m", "policies.bpe_files", "$TIKTOKEN_CACHE_DIR"]
     snippet = words[words.index("-c") + 1]
-    result = subprocess.run(
-        [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert result.returncode == 0, result.stderr
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path)}
+    for step in (["-m", "policies.bpe_files", str(tmp_path)], ["-c", snippet]):
+        result = subprocess.run(
+            [sys.executable, *step],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+        )
+        assert result.returncode == 0, result.stderr
+    assert len(list(tmp_path.iterdir())) == len(ENCODINGS)
 
 
 def test_copied_sources_exist_and_are_in_the_build_context() -> None:

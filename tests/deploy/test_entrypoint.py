@@ -24,6 +24,7 @@ from tests.deploy import (
 )
 
 SENTINEL_KEY = "sk-deploy-test-0123456789abcdef"
+PROXY_KEY = "proxy-deploy-test-0123456789abcdef"
 
 
 def curator() -> Path:
@@ -33,7 +34,8 @@ def curator() -> Path:
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OPENAI_API_KEY": SENTINEL_KEY}
+    # What the deployments' instructions set: the upstream key and the proxy key.
+    env = {**os.environ, "OPENAI_API_KEY": SENTINEL_KEY, "CURATOR_PROXY_KEY": PROXY_KEY}
     return subprocess.run(
         [str(curator()), *args],
         capture_output=True,
@@ -75,6 +77,7 @@ def test_check_accepts_the_docker_config() -> None:
     assert result.returncode == 0, result.stderr
     assert "agents" in result.stdout
     assert SENTINEL_KEY not in result.stdout + result.stderr
+    assert PROXY_KEY not in result.stdout + result.stderr
 
 
 def test_check_accepts_the_kubernetes_configmap(tmp_path: Path) -> None:
@@ -85,6 +88,7 @@ def test_check_accepts_the_kubernetes_configmap(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "agents" in result.stdout
     assert SENTINEL_KEY not in result.stdout + result.stderr
+    assert PROXY_KEY not in result.stdout + result.stderr
 
 
 def test_check_rejects_a_broken_config(tmp_path: Path) -> None:

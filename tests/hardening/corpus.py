@@ -7,6 +7,7 @@ searched for in audit files, logs and metrics as they are stored.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 
 from proxy.observability.audit.redact import BUILTIN
@@ -36,6 +37,10 @@ _JWT = (
     + ".Qm9ndXNTaWduYXR1cmVGb3JUaGVIYXJkZW5pbmdDb3JwdXM"
 )
 
+_AWS_SECRET = "Vb7+Kq2/Lm9Np4Rs6Tu8" + "Wx0Yz2Ab4Cd6Ef8Gh0Ij"
+_BASIC = base64.b64encode(b"deploy:" + b"c0rpus-Tr0ub4dor-3horse").decode()
+_PASSWORD = "c0rpus-Pa55w0rd-" + "h0rse-batt3ry"
+
 
 def _secrets() -> tuple[Secret, ...]:
     made = {
@@ -49,6 +54,13 @@ def _secrets() -> tuple[Secret, ...]:
             "", "Bearer tk.Vq8Lm2Np4Rs6Tu8Wx0Yz2Ab", ("tk.Vq8Lm2Np4Rs6Tu8Wx0Yz2Ab",)
         ),
         "private_key": Secret("", _PEM, (f"{_B64}01",)),
+        "aws_secret_key": Secret(
+            "", "AWS_SECRET_ACCESS_KEY=" + _AWS_SECRET, (_AWS_SECRET[:20], _AWS_SECRET[-20:])
+        ),
+        "basic_auth": Secret("", "Basic " + _BASIC, (_BASIC[:20],)),
+        "url_credentials": Secret(
+            "", f"https://deploy:{_PASSWORD}@registry.internal/v2", (_PASSWORD,)
+        ),
     }
     return tuple(Secret(kind, s.value, s.fragments) for kind, s in made.items())
 

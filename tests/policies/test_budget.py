@@ -67,11 +67,16 @@ def test_tool_blocks_are_dropped_whole_and_pins_stay_in_place() -> None:
     assert out.messages == [user("first"), system("Be brief."), user("next"), assistant("ok")]
 
 
-def test_the_last_unit_is_never_dropped() -> None:
-    messages = [user("go"), assistant_calls("a"), tool_result("a", long_text(100))]
-    budget = tokens(messages) - size(messages[0])
+def test_the_last_unit_and_the_newest_user_message_are_never_dropped() -> None:
+    replies = [assistant(f"reply {i}: " + long_text(10)) for i in range(20)]
+    last = [assistant_calls("a"), tool_result("a", long_text(30))]
+    messages = [user("go"), *replies, *last]
+    budget = tokens([messages[0], *replies[10:], *last])
     out = TokenBudget().curate(messages, ctx(budget=budget))
-    assert out.messages == messages[1:]
+    assert out.messages[0] == messages[0]
+    assert out.messages[-2:] == last
+    assert replies[0] not in out.messages
+    assert tokens(out.messages) <= budget
 
 
 def test_max_tokens_is_capped_by_the_request_budget() -> None:
@@ -91,12 +96,17 @@ def test_growing_conversation_keeps_its_prefix_until_the_cut_jumps() -> None:
         for n in range(40, len(history) + 1):
             out = curator.curate(history[:n], ctx(budget=budget)).messages
             assert tokens(out) <= budget
+            if tokens(history[:n]) > budget:
+                assert tokens(out) >= 0.85 * budget  # never starved by a large step
             if previous is not None and out[: len(previous)] == previous:
                 kept_prefix[low_water] += 1
             previous = out
     steps = len(history) - 40
     assert kept_prefix[1.0] == 0  # the minimal cut moves on every turn
-    assert kept_prefix[0.5] >= steps * 3 // 4
+    # Short messages leave nothing to restore after a large step, so the cut takes the
+    # largest finer step that keeps 85% of the budget in use: it still stays put for more
+    # than half the turns (the old 3/4 came from letting the prompt fall to half the budget).
+    assert kept_prefix[0.5] >= steps // 2
 
 
 def test_cut_is_stateless_so_replicas_agree() -> None:

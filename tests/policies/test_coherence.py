@@ -83,6 +83,30 @@ def test_duplicate_result_is_dropped_and_the_first_answer_kept() -> None:
     assert out == messages[:3]
 
 
+def test_repeated_call_ids_answered_once_each_are_left_unchanged() -> None:
+    head = assistant_calls(call("d", "search"), call("d", "read_file"))
+    messages = [user(), head, tool_result("d", "one"), tool_result("d", "two"), assistant("ok")]
+    out = COHERENCE.curate(messages, ctx())
+    assert out.messages == messages
+    assert out.actions == ()
+
+
+def test_repeated_call_ids_pair_by_position() -> None:
+    first, second = call("d", "search"), call("d", "read_file")
+    # One result for two calls `d`: it answers the first; the second call goes.
+    out, _ = repair([user(), assistant_calls(first, second), tool_result("d"), user("next")])
+    assert out == [user(), assistant_calls(first), tool_result("d"), user("next")]
+    # Three results for two calls `d`: the third answers nothing.
+    messages = [
+        user(),
+        assistant_calls(first, second),
+        *[tool_result("d", str(k)) for k in range(3)],
+    ]
+    out, actions = repair(messages)
+    assert out == messages[:4]
+    assert [(a.kind, a.indexes) for a in actions] == [("drop", (4,))]
+
+
 def test_unanswered_parallel_call_is_removed_and_the_answered_ones_kept() -> None:
     head = assistant_calls(call("a"), call("b"), call("c"), content=None)
     messages = [user(), head, tool_result("c"), tool_result("a"), user("next")]

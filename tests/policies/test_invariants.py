@@ -62,6 +62,18 @@ def test_a_second_answer_to_the_same_call_is_an_error() -> None:
     assert ordering_errors(messages) == ["messages[2]: tool result 'a' answers no pending call"]
 
 
+def test_a_repeated_call_id_is_answered_once_per_call() -> None:
+    # OpenAI accepts two calls sharing an id when each gets its own result.
+    head = assistant_calls(call("d", "search"), call("d", "read_file"))
+    assert ordering_errors([user(), head, tool_result("d"), tool_result("d")]) == []
+    assert ordering_errors([user(), head, tool_result("d"), user()]) == [
+        "messages[3]: calls ['d'] are unanswered"
+    ]
+    assert ordering_errors([user(), head, *[tool_result("d")] * 3]) == [
+        "messages[4]: tool result 'd' answers no pending call"
+    ]
+
+
 def test_a_malformed_tool_call_id_is_reported_not_raised() -> None:
     messages = [assistant_calls("a"), {"role": "tool", "tool_call_id": ["a"], "content": "x"}]
     assert ordering_errors(messages) == [

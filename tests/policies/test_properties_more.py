@@ -242,7 +242,11 @@ def test_tuned_presets_keep_the_early_prefix_unless_a_curator_moved(
         assert result_long.messages[:k] == result_short.messages[:k]
 
 
-def _early_actions(result: CurationResult, end: int) -> set[tuple[str, str, tuple[int, ...]]]:
+def _early_actions(result: CurationResult, end: int) -> set[tuple[str, str, tuple[int, ...], int]]:
+    # Tokens removed too: token_budget may cut one of the newest contents to a different
+    # rung as the room shrinks, the same message with a different cut.
     return {
-        (a.curator, a.kind, a.indexes) for a in result.actions if a.indexes and min(a.indexes) < end
+        (a.curator, a.kind, a.indexes, a.tokens_removed)
+        for a in result.actions
+        if a.indexes and min(a.indexes) < end
     }

@@ -168,6 +168,19 @@ def test_render_names_roles_calls_and_results() -> None:
     ]
 
 
+def test_render_pairs_repeated_call_ids_by_position() -> None:
+    transcript = [
+        assistant_calls(call("d", "run_tests"), call("d", "shell")),
+        tool_result("d", "first"),
+        tool_result("d", "second"),
+    ]
+    headers = [line for line in render(transcript, counter(), "gpt-4o").splitlines() if "[" in line]
+    assert [h for h in headers if "result" in h] == [
+        "[2] tool result from run_tests (call d):",
+        "[3] tool result from shell (call d):",
+    ]
+
+
 def test_parts_become_text_and_placeholders() -> None:
     msg = user([text_part("Look:"), image_part(), {"type": "input_audio"}, "junk"])  # type: ignore[list-item]
     assert render([msg], counter(), "gpt-4o").splitlines() == [

@@ -115,6 +115,17 @@ def test_parallel_results_are_named_by_their_own_call() -> None:
     assert [a.indexes for a in curator.curate(messages, ctx()).actions] == [(3,)]
 
 
+def test_repeated_call_ids_name_their_tool_by_position() -> None:
+    messages = [
+        user(),
+        assistant_calls(call("d", "read_file"), call("d", "search")),
+        tool_result("d", BIG),
+        tool_result("d", BIG),
+    ]
+    curator = ToolResultTruncation(max_tokens=300, keep_recent=0, exclude_tools=("search",))
+    assert [a.indexes for a in curator.curate(messages, ctx()).actions] == [(2,)]
+
+
 def test_legacy_function_results_are_cut_and_excluded_by_name() -> None:
     messages = [user(), function_call("lookup"), function_result("lookup", BIG), assistant()]
     out = ToolResultTruncation(max_tokens=300, keep_recent=0).curate(messages, ctx())

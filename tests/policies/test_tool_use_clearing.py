@@ -110,6 +110,25 @@ def test_results_shorter_than_their_placeholder_are_left_alone() -> None:
     assert out.actions == ()
 
 
+def test_repeated_call_ids_pair_with_results_by_position() -> None:
+    # Two calls share id `d`; the first result answers the excluded tool, so only the
+    # second result and the second call's arguments are cleared.
+    big_args = {"path": "src/app.py", "note": long_text(40)}
+    head = assistant_calls(call("d", "run_tests", big_args), call("d", "read_file", big_args))
+    messages = [user("go"), head, tool_result("d", OUTPUT), tool_result("d", OUTPUT)]
+    messages += tool_use("c", OUTPUT)
+    curator = ToolUseClearing(
+        trigger_tokens=0, keep=1, exclude_tools=("run_tests",), clear_arguments=True
+    )
+    out = curator.curate(messages, ctx())
+    new_head = out.messages[1]
+    assert new_head["tool_calls"][0] == head["tool_calls"][0]
+    assert new_head["tool_calls"][1]["function"]["arguments"] == CLEARED_ARGUMENTS
+    assert out.messages[2] == messages[2]
+    assert out.messages[3]["content"] == placeholder("read_file", OUTPUT)
+    assert invariants.ordering_errors(out.messages) == []
+
+
 def test_clear_arguments_replaces_only_the_cleared_calls_arguments() -> None:
     big_args = {"path": "src/app.py", "note": long_text(40)}
     head = assistant_calls(call("a", "read_file", big_args), call("b", "run_tests", big_args))

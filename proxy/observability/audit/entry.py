@@ -28,10 +28,12 @@ Response = SSEAccumulator | bytes | str | None
 Clean = Callable[[object], Any]
 """Redaction, or masking when redaction failed."""
 ERROR_TEXT_LIMIT = 64 * 1024
+CLIENT_DISCONNECT = "client_disconnect"
+"""The one reason a response is incomplete that is no failure: the client left."""
 FIELD_ORDER = (
     "id", "time", "kind", "parent_id", "route", "policy", "mode", "model", "client", "status",
-    "tokens_before", "tokens_after", "skip_reason", "actions", "latency_ms", "ttfb_ms",
-    "response", "error", "redaction",
+    "incomplete", "tokens_before", "tokens_after", "skip_reason", "actions", "latency_ms",
+    "ttfb_ms", "response", "error", "redaction",
 )  # fmt: skip
 """Keys of `AuditRecord.fields` in the order records show them; messages come last."""
 
@@ -72,6 +74,9 @@ class AuditEntry:
     ttfb_ms: float | None = None
     response: Response = None
     """The relayed body: an accumulator for streams, the bytes otherwise, or plain text."""
+    incomplete: str | None = None
+    """Why the client got no complete response (the upstream's error code mid-response,
+    `client_disconnect`, `shutdown`); None when it was complete."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,10 +204,12 @@ class RecordBuilder:
         original = tuple(self._message(m, clean, cached) for m in entry.original)
         curated = None
         if entry.curated is not None:
-            curated = tuple(self._message(m, clean, cached) for m in entry.curated)
+            curated = self._curated(entry, entry.curated, original, clean, cached)
             if curated == original:
                 curated = None
         response, error = self._response(entry)
+        if error is None and entry.incomplete not in (None, CLIENT_DISCONNECT):
+            error = entry.incomplete  # a failure cut the response: say which, not "no error"
         content = {
             "model": entry.model,
             "skip_reason": entry.skip_reason,
@@ -212,6 +219,28 @@ class RecordBuilder:
         }
         merged = {**fields, **clean(content)}
         return AuditRecord(entry.time, {k: merged[k] for k in FIELD_ORDER}, original, curated)
+
+    def _curated(
+        self,
+        entry: AuditEntry,
+        curated: Sequence[Message],
+        original: tuple[StoredMessage, ...],
+        clean: Clean,
+        cached: bool,
+    ) -> tuple[StoredMessage, ...]:
+        """The curated messages; those a curator made (a truncated result, say) also lose
+        any piece of a secret of the original messages (see `proxy.observability.audit.pieces`)."""
+        secret = [
+            m for m, s in zip(entry.original, original, strict=True) if b"[REDACTED:" in s.data
+        ]
+        known = self.redactor.found(secret) if cached and secret else ()
+        careful = self.redactor.with_known(known).value if known else clean
+        kept = {id(m) for m in entry.original}  # curators never mutate: unchanged is identical
+        return tuple(
+            self._message(m, clean, cached) if not known or id(m) in kept
+            else self._message(m, careful, False)
+            for m in curated
+        )  # fmt: skip
 
     def _message(self, msg: Message, clean: Clean, cached: bool) -> StoredMessage:
         key = message_digest(orjson.dumps(msg, option=orjson.OPT_SORT_KEYS)) if cached else b""
@@ -240,8 +269,9 @@ class RecordBuilder:
             parsed = body.assemble()
         else:
             parsed = assemble(body)
+        # Cut short: by the accumulator's byte cap, or because the response never ended.
         truncated = isinstance(body, SSEAccumulator) and body.truncated
-        return {**parsed._asdict(), "truncated": truncated}, None
+        return {**parsed._asdict(), "truncated": truncated or entry.incomplete is not None}, None
 
 
 def _metadata(entry: AuditEntry) -> dict[str, Any]:
@@ -258,6 +288,7 @@ def _metadata(entry: AuditEntry) -> dict[str, Any]:
         "tokens_before": entry.tokens_before,
         "tokens_after": entry.tokens_after,
         "status": entry.status,
+        "incomplete": entry.incomplete,
         "latency_ms": entry.latency_ms,
         "ttfb_ms": entry.ttfb_ms,
         "redaction": "ok",

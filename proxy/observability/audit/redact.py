@@ -1,32 +1,34 @@
 """Secret redaction for audit records, in time linear in the input.
 
-Every built-in pattern uses bounded quantifiers only. The token patterns start with a
-negative lookbehind excluding their own body characters, so a deep match attempt starts
-only at the edge of a token and attempts scan disjoint stretches of text; the PEM body stops
-at the next "--". A 1 MB adversarial input (long uppercase runs, repeated prefixes, an
-unclosed PEM header) thus costs one pass per detector, and a detector runs at all only when
-one of its literal needles occurs in the text.
+The detectors (`proxy.observability.audit.detectors`) each cost one pass over a text, and
+run at all only when one of their literal needles occurs in it.
 
 Text inside JSON strings (tool-call arguments, JSON tool results) hides secrets behind
 escapes: a PEM key's lines are joined by a literal backslash-n, a key may be spelled with
 `\\u00XX`. Text containing backslashes is therefore also scanned in decoded form and the
 spans found there are mapped back onto the original, which is what gets rewritten.
+
+A secret can also hide in the seams of a structure: split across the text parts of one
+message (which the model reads joined), or used as a JSON object key. Both are redacted.
 """
 
 from __future__ import annotations
 
 import bisect
-import importlib
+import copy
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from policies.errors import ParamError
+from proxy.observability.audit.detectors import BUILTIN, NAME, Detector, custom_detector, min_width
+from proxy.observability.audit.pieces import Known, piece_spans
+
+__all__ = ["BUILTIN", "MASK", "NAME", "Detector", "Redactor", "custom_detector", "mask"]
 
 MASK = "[REDACTED:redaction_failed]"
-NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
-"""What a detector name may look like; it ends up inside `[REDACTED:<name>]`."""
+_PLAIN_KEY = re.compile(r"[a-z_]{1,40}")
+"""A key that is a plain word (role, content, ...): kept when masking, no secret looks so."""
 
 _ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
 _SIMPLE_ESCAPES = {
@@ -40,138 +42,15 @@ Span = tuple[int, int, int]
 """(start, end, detector index) of a secret in some text."""
 
 
-@dataclass(frozen=True, slots=True)
-class Detector:
-    """A named secret pattern; it runs only when one of `needles` occurs (always if none)."""
-
-    name: str
-    pattern: re.Pattern[str]
-    needles: tuple[str, ...] = ()
-    group: int | str = 0
-    """The part of the match that is the secret (e.g. the token after `Bearer `)."""
-    accept: Callable[[str], bool] | None = None
-    """A cheap second look at a candidate, for patterns prose can imitate."""
-
-
-def _opaque_token(token: str) -> bool:
-    # "Bearer responsibilities" is prose; real tokens carry digits or punctuation.
-    return any(c.isdigit() or c in "._~+/=-" for c in token)
-
-
-_PEM_LABEL = r"-----(?:BEGIN|END)[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
-
-BUILTIN: tuple[Detector, ...] = (
-    Detector(
-        "private_key",
-        re.compile(
-            _PEM_LABEL.replace("(?:BEGIN|END)", "BEGIN")
-            # Body stops at "--", so an unclosed header followed by more headers stays linear;
-            # without an END line the header and the key material after it are still removed.
-            + r"(?:[A-Za-z0-9+/=:,._ \t\r\n]|-(?!-)){0,65536}"
-            + "(?:"
-            + _PEM_LABEL.replace("(?:BEGIN|END)", "END")
-            + ")?"
-        ),
-        ("PRIVATE KEY",),
-    ),
-    Detector(
-        "anthropic_key",
-        re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{20,1024}"),
-        ("sk-ant-",),
-    ),
-    Detector(
-        "openai_key",
-        re.compile(
-            r"(?<![A-Za-z0-9_-])sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,1024}"
-            r"|[A-Za-z0-9]{20,1024})"
-        ),
-        ("sk-",),
-    ),
-    Detector(
-        "aws_access_key",
-        re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-        ("AKIA", "ASIA"),
-    ),
-    Detector(
-        "github_token",
-        re.compile(
-            r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"
-        ),
-        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    ),
-    Detector(
-        "slack_token",
-        re.compile(r"(?<![A-Za-z0-9-])xox[abpors]-[A-Za-z0-9-]{10,250}"),
-        ("xox",),
-    ),
-    Detector(
-        "jwt",
-        re.compile(
-            r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{4,8192}\.eyJ[A-Za-z0-9_-]{4,16384}"
-            r"\.[A-Za-z0-9_-]{0,8192}"
-        ),
-        ("eyJ",),
-    ),
-    Detector(
-        "bearer_token",
-        re.compile(r"(?<![A-Za-z])(?i:bearer)[ \t]{1,8}(?P<secret>[A-Za-z0-9._~+/=-]{16,4096})"),
-        ("earer", "EARER"),
-        group="secret",
-        accept=_opaque_token,
-    ),
-)
-
-
-def custom_detector(name: str, regex: str) -> Detector:
-    """Compile an operator's pattern; raises ParamError naming the field that is wrong.
-
-    It runs as written, on every string: operators should bound its quantifiers too.
-    """
-    if not NAME.fullmatch(name):
-        raise ParamError(
-            "name",
-            "expected a letter, then lower-case letters, digits or _ (it is shown as "
-            f"[REDACTED:<name>]), got {name!r}",
-        )
-    try:
-        pattern = re.compile(regex)
-    except re.error as exc:
-        raise ParamError("regex", f"invalid regular expression: {exc}") from None
-    if _can_match_empty(pattern):
-        raise ParamError("regex", "can match the empty string; a pattern must match a secret")
-    return Detector(name, pattern)
-
-
-_EMPTY_PROBES = ("", "a", " a1-", "A\nb.", "0")
-
-
-def _can_match_empty(pattern: re.Pattern[str]) -> bool:
-    if any(m.end() == m.start() for probe in _EMPTY_PROBES for m in pattern.finditer(probe)):
-        return True
-    # The parser's minimum width is exact (e.g. `x?(?=y)`); if it is unknown, the probes
-    # above are the whole check.
-    return _min_width(pattern) == 0
-
-
-def _min_width(pattern: re.Pattern[str]) -> int | None:
-    """The shortest text `pattern` can match, from CPython's own (internal) parser; None
-    when that is not available."""
-    try:
-        parser: Any = importlib.import_module("re._parser")
-        low: int = parser.parse(pattern.pattern, pattern.flags).getwidth()[0]
-    except (ImportError, AttributeError, TypeError):
-        return None
-    return low
-
-
 class Redactor:
     """Replaces secrets with `[REDACTED:<detector>]` in text and in JSON-like values."""
 
-    __slots__ = ("_min_len", "_needles", "detectors")
+    __slots__ = ("_known", "_labels", "_min_len", "_needles", "detectors")
 
     def __init__(self, detectors: Sequence[Detector]) -> None:
         self.detectors = tuple(detectors)
-        widths = [_min_width(d.pattern) for d in self.detectors]
+        self._labels = tuple(f"[REDACTED:{d.name}]" for d in self.detectors)
+        widths = [min_width(d.pattern) for d in self.detectors]
         self._min_len = min((w or 0 for w in widths), default=0)
         """Text shorter than this holds no secret (most strings of a record: ids, names)."""
         needles = {n for d in self.detectors for n in d.needles}
@@ -181,6 +60,8 @@ class Redactor:
         )
         """Every needle in one pattern, when every detector has some: one search tells
         whether any detector needs to run at all."""
+        self._known: Known = ()
+        """Secrets found elsewhere whose pieces are redacted too (see `with_known`)."""
 
     @classmethod
     def build(cls, *, builtin: bool = True, custom: Sequence[Detector] = ()) -> Redactor:
@@ -190,31 +71,99 @@ class Redactor:
         if len(text) < self._min_len:
             return text
         spans = self._find(text, _UNESCAPE_DEPTH)
-        if not spans:
-            return text
-        out: list[str] = []
-        pos = 0
-        for start, end, which in _merge(spans):
-            out.append(text[pos:start])
-            out.append(f"[REDACTED:{self.detectors[which].name}]")
-            pos = end
-        out.append(text[pos:])
-        return "".join(out)
+        return self._cut([text], spans)[0] if spans else text
+
+    def found(self, values: Iterable[object]) -> Known:
+        """Every secret in the strings (and keys) of `values`, as found there."""
+        known: dict[str, int] = {}
+        for text in _strings(values):
+            if len(text) >= self._min_len:
+                known.update((text[s:e], w) for s, e, w in self._find(text, _UNESCAPE_DEPTH))
+        return tuple(known.items())
+
+    def with_known(self, known: Known) -> Redactor:
+        """This redactor, also removing the beginnings and ends of `known` secrets."""
+        twin = copy.copy(self)
+        twin._known = known
+        return twin
 
     def value(self, value: object) -> Any:
-        """Redact every string inside dicts, lists and tuples; keys are left as they are."""
+        """Redact every string inside dicts, lists and tuples, keys included."""
         if type(value) in _LEAVES:  # first: the ABC check below costs more than the walk
             return value
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict | Mapping):  # a dict is found without the ABC
-            return {k: self.value(v) for k, v in value.items()}
+            return self._mapping(value, None)
         if isinstance(value, list | tuple):
+            if len(value) > 1:
+                joined = self._text_parts(value)
+                if joined is not None:
+                    return joined
             return [self.value(v) for v in value]
         return value
 
+    def _mapping(self, value: Mapping[Any, Any], text: str | None) -> dict[Any, Any]:
+        """`value` redacted; with `text`, that (already redacted) replaces its "text"."""
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            clean = self.text(key) if type(key) is str else key
+            if clean in out:  # two keys redacted alike: keep both entries
+                clean = _unique(clean, out)
+            out[clean] = text if text is not None and key == "text" else self.value(item)
+        return out
+
+    def _text_parts(self, items: Sequence[object]) -> list[Any] | None:
+        """Content parts (`{"type": "text", "text": ...}`) redacted as the one text the
+        model reads: a secret split between two parts is found. None if fewer than two."""
+        where = [
+            i
+            for i, item in enumerate(items)
+            if isinstance(item, Mapping) and type(item.get("text")) is str
+        ]
+        if len(where) < 2:
+            return None
+        texts: list[str] = [items[i]["text"] for i in where]  # type: ignore[index]
+        spans = self._find("".join(texts), _UNESCAPE_DEPTH)
+        offset = 0
+        for text in texts:  # a part on its own: a token at its start has an edge there
+            spans.extend(
+                (s + offset, e + offset, w) for s, e, w in self._find(text, _UNESCAPE_DEPTH)
+            )
+            offset += len(text)
+        clean = dict(zip(where, self._cut(texts, spans) if spans else texts, strict=True))
+        return [
+            self._mapping(item, clean[i]) if i in clean else self.value(item)  # type: ignore[arg-type]
+            for i, item in enumerate(items)
+        ]
+
+    def _cut(self, texts: Sequence[str], spans: list[Span]) -> list[str]:
+        """`texts` with every span of their concatenation removed; each span's label goes
+        where it starts."""
+        merged = _merge(spans)
+        out: list[str] = []
+        first = start = 0
+        for text in texts:
+            end = start + len(text)
+            while first < len(merged) and merged[first][1] <= start:
+                first += 1
+            pieces: list[str] = []
+            pos = 0
+            for s, e, which in merged[first:]:
+                if s >= end:
+                    break
+                if s >= start:
+                    pieces += (text[pos : s - start], self._labels[which])
+                pos = max(pos, min(e, end) - start)
+            pieces.append(text[pos:])
+            out.append("".join(pieces))
+            start = end
+        return out
+
     def _find(self, text: str, depth: int) -> list[Span]:
         spans = self._scan(text)
+        if self._known:
+            spans.extend(piece_spans(text, self._known))
         if depth and "\\" in text:
             view = _Unescaped.of(text)
             if view is not None:
@@ -236,15 +185,40 @@ class Redactor:
         return spans
 
 
+def _strings(values: Iterable[object]) -> Iterator[str]:
+    for value in values:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, Mapping):
+            yield from (k for k in value if isinstance(k, str))
+            yield from _strings(value.values())
+        elif isinstance(value, list | tuple):
+            yield from _strings(value)
+
+
+def _unique(key: str, taken: Mapping[Any, Any]) -> str:
+    n = 2
+    while f"{key}#{n}" in taken:
+        n += 1
+    return f"{key}#{n}"
+
+
 def mask(value: object) -> Any:
-    """Every string (and anything not JSON-like) replaced by the failure marker; keys kept."""
+    """Every string (and anything not JSON-like) replaced by the failure marker; keys too,
+    unless they are plain words."""
     if isinstance(value, Mapping):
-        return {k: mask(v) for k, v in value.items()}
+        return {_mask_key(k, i): mask(v) for i, (k, v) in enumerate(value.items())}
     if isinstance(value, list | tuple):
         return [mask(v) for v in value]
     if value is None or isinstance(value, bool | int | float):
         return value
     return MASK
+
+
+def _mask_key(key: object, index: int) -> object:
+    if isinstance(key, str) and _PLAIN_KEY.fullmatch(key):
+        return key
+    return f"{MASK}#{index}"
 
 
 def _merge(spans: list[Span]) -> list[Span]:

@@ -34,7 +34,13 @@ from prometheus_client.metrics import MetricWrapperBase
 
 from policies.summary_io import SummaryStats
 from proxy.observability.exchange import ExchangeRecord
-from proxy.observability.metrics.labels import KNOWN_SKIPS, OTHER, REJECT_REASONS, Labels
+from proxy.observability.metrics.labels import (
+    INCOMPLETE_REASONS,
+    KNOWN_SKIPS,
+    OTHER,
+    REJECT_REASONS,
+    Labels,
+)
 from proxy.observability.metrics.loop import LoopCounter, LoopGauge, LoopHistogram
 from proxy.observability.metrics.multiproc import MULTIPROC_ENV, forget_dead_workers
 
@@ -169,6 +175,14 @@ class Metrics:
             "phase",
             "code",
         )
+        self.incomplete = loop_counter(
+            "curator_responses_incomplete",
+            "Responses the client did not get in full: upstream failure mid-response, "
+            "client disconnect, or shutdown",
+            "route",
+            "policy",
+            "reason",
+        )
         self.rejected = loop_counter(
             "curator_rejected",
             "Requests the gate answered itself (bad proxy key, too large, overloaded)",
@@ -212,6 +226,10 @@ class Metrics:
         if record.error in UPSTREAM_ERRORS:
             phase = "before_response" if record.upstream_status is None else "mid_response"
             self._child(self.upstream_errors, route, phase, record.error).inc()
+        if record.incomplete is not None:
+            reason = record.incomplete if record.incomplete in INCOMPLETE_REASONS else OTHER
+            policy = self.labels.policy(record.policy)
+            self._child(self.incomplete, route, policy, reason).inc()
 
     def _exchange_meters(self, route: str | None, policy: str | None, status: str) -> _Meters:
         bounded = self.labels.route(route)

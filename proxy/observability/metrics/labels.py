@@ -12,7 +12,20 @@ from proxy.config.loader import Config
 
 NONE = "none"
 OTHER = "other"
-REJECT_REASONS = ("invalid_proxy_key", "request_too_large", "proxy_overloaded")
+REJECT_REASONS = (
+    "invalid_proxy_key",
+    "request_too_large",
+    "proxy_overloaded",
+    "request_header_too_large",
+    "header_timeout",
+    "request_timeout",
+    "too_many_connections",
+    "connection_evicted",
+)
+INCOMPLETE_REASONS = frozenset(
+    {"upstream_timeout", "upstream_error", "upstream_unreachable", "client_disconnect", "shutdown"}
+)
+"""Why a response was not complete: the upstream's error code mid-response, or these two."""
 KNOWN_SKIPS = frozenset(
     {
         "invalid_json",
@@ -21,6 +34,7 @@ KNOWN_SKIPS = frozenset(
         "bad_messages",
         "curator_error",
         "would_reject",
+        "curated_empty",
     }
 )
 

@@ -171,6 +171,47 @@ def test_a_misspelt_tokenizer_choice_is_refused_before_starting(
     assert "CURATOR_TOKENIZER='tiktokn': must be one of auto, tiktoken" in err
 
 
+KEYED_PUBLIC = """\
+server: {host: 0.0.0.0}
+upstreams:
+  openai: {base_url: "https://api.openai.com/v1", api_key: "${OPENAI_API_KEY}"}
+policies:
+  off: preset:passthrough
+routes:
+  - {name: default, upstream: openai, policy: "off"}
+"""
+
+
+@pytest.mark.parametrize("command", ["serve", "check"])
+@pytest.mark.parametrize(
+    ("host_args", "refused"),
+    [([], True), (["--host", "127.0.0.1"], False), (["--host", "::"], True)],
+)
+def test_check_refuses_what_serve_refuses_to_bind(
+    command: str,
+    host_args: list[str],
+    refused: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A public bind with an upstream key and no proxy keys: `check` says so, as `serve` does."""
+    server = FakeServer(monkeypatch)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-bind-check-0123456789")
+    path = tmp_path / "config.yaml"
+    path.write_text(KEYED_PUBLIC)
+    status = main([command, "--config", str(path), *host_args])
+    captured = capsys.readouterr()
+    if refused:
+        assert status == 1
+        assert captured.err.startswith(f"{path}: refusing to listen on ")
+        assert captured.out == ""
+        assert server.calls == []
+    else:
+        assert status == 0, captured.err
+    assert "sk-bind-check" not in captured.out + captured.err
+
+
 @pytest.mark.parametrize(
     "argv",
     [[], ["serve", "--port", "0"], ["serve", "--port", "http"], ["serve", "--workers", "0"], ["x"]],

@@ -114,9 +114,11 @@ def test_a_json_request_is_reported_with_actions_tokens_and_cost(
             f"-{action.tokens_removed:,}: {action.reason}"
         )
     before, after = expected.tokens_before, expected.tokens_after
+    share = f"{after / 1780:.1%}"
+    assert lines[7] == f"  budget use: {share} of the budget (after tool_result_truncation {share})"
     # A first request has nothing cached: it costs one unit per input token.
-    assert lines[7].split() == f"original: {before:,} input, 0 cached -> {before:,}.0 units".split()
-    assert lines[8].split() == f"curated: {after:,} input, 0 cached -> {after:,}.0 units".split()
+    assert lines[8].split() == f"original: {before:,} input, 0 cached -> {before:,}.0 units".split()
+    assert lines[9].split() == f"curated: {after:,} input, 0 cached -> {after:,}.0 units".split()
     assert "total: 1 request(s), 0 rejected, 0 skipped" in out
     assert "  actions: tool_result_truncation=2\n" in out
 

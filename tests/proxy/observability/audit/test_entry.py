@@ -207,6 +207,26 @@ def test_non_streamed_response_and_truncation_flag(builder: RecordBuilder) -> No
     assert builder.build(entry(response=acc)).as_dict()["response"]["truncated"] is True
 
 
+def test_an_incomplete_response_says_why_and_is_truncated(builder: RecordBuilder) -> None:
+    acc = SSEAccumulator()
+    acc.feed(sse("half an answer")[:40])
+    cut = builder.build(entry(response=acc, incomplete="upstream_timeout")).as_dict()
+    assert (cut["status"], cut["incomplete"], cut["error"]) == (
+        200,
+        "upstream_timeout",
+        "upstream_timeout",
+    )
+    assert cut["response"]["truncated"] is True
+    left = builder.build(entry(response=acc, incomplete="client_disconnect")).as_dict()
+    assert (left["incomplete"], left["error"]) == ("client_disconnect", None)
+    # Without the stored response (store_responses: false) the reason is still recorded.
+    bare = RecordBuilder(Redactor.build(), store_responses=False)
+    assert bare.build(entry(incomplete="shutdown")).as_dict()["error"] == "shutdown"
+    complete = builder.build(entry(response=sse("done"))).as_dict()
+    assert (complete["incomplete"], complete["error"]) == (None, None)
+    assert complete["response"]["truncated"] is False
+
+
 def test_error_bodies_are_redacted(builder: RecordBuilder) -> None:
     body = json.dumps({"error": {"message": f"Incorrect API key provided: {KEY}"}}).encode()
     parsed = builder.build(entry(status=401, response=body)).as_dict()

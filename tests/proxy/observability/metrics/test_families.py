@@ -139,6 +139,22 @@ def test_upstream_errors_are_counted_by_phase() -> None:
     assert total(text, errors) == 2
 
 
+def test_incomplete_responses_are_counted_by_reason() -> None:
+    metrics = Metrics(LABELS)
+    observe(
+        metrics, outcome="upstream_error", error="upstream_timeout", incomplete="upstream_timeout"
+    )
+    observe(metrics, outcome="client_disconnect", incomplete="client_disconnect")
+    observe(metrics, outcome="upstream_error", error="shutdown", incomplete="shutdown")
+    observe(metrics, outcome="upstream_error", incomplete="a client-chosen value")
+    observe(metrics, status=504, upstream_status=None, error="upstream_timeout")  # complete 504
+    text = text_of(metrics)
+    name = "curator_responses_incomplete_total"
+    for reason in ("upstream_timeout", "client_disconnect", "shutdown", "other"):
+        assert total(text, name, route="chat", policy="trim", reason=reason) == 1
+    assert total(text, name) == 4
+
+
 def test_gate_rejections_are_counted_by_reason(tmp_path: Path) -> None:
     limits = dataclasses.replace(ServerConfig().limits, max_body_mb=1)
     config = dataclasses.replace(

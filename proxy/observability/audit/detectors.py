@@ -1,0 +1,201 @@
+"""The secret detectors: built-in patterns and operators' own.
+
+Every built-in pattern uses bounded quantifiers only, and a failing match attempt gives up
+within a few dozen characters or at the end of the token it started on. Token patterns
+start at a token's edge: a negative lookbehind excludes their own body characters, except
+that a token may also follow a percent-encoded byte (`?key=` spelled `%3D`, or `%253D`
+when encoded twice), and an `_` where the body has none of its own or a match is
+unconditional once started (`OPENAI_API_KEY_sk-proj-...`). So deep attempts scan disjoint
+stretches of text, and a 1 MB adversarial input costs one pass per detector.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from policies.errors import ParamError
+
+NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+"""What a detector name may look like; it ends up inside `[REDACTED:<name>]`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Detector:
+    """A named secret pattern; it runs only when one of `needles` occurs (always if none)."""
+
+    name: str
+    pattern: re.Pattern[str]
+    needles: tuple[str, ...] = ()
+    group: int | str = 0
+    """The part of the match that is the secret (e.g. the token after `Bearer `)."""
+    accept: Callable[[str], bool] | None = None
+    """A cheap second look at a candidate, for patterns prose can imitate."""
+
+
+def _opaque_token(token: str) -> bool:
+    # "Bearer responsibilities" is prose; real tokens carry digits or punctuation.
+    return any(c.isdigit() or c in "._~+/=-" for c in token)
+
+
+def _basic_credentials(token: str) -> bool:
+    # "Basic understanding" is prose; credentials are base64 of "user:password".
+    if _opaque_token(token):
+        return True
+    try:
+        decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return b":" in decoded
+
+
+def _edge(excluded: str) -> str:
+    """Where a token may start: not after one of `excluded`, or after a %XX escape."""
+    return rf"(?:(?<![{excluded}])|(?<=%[0-9A-Fa-f]{{2}})|(?<=%25[0-9A-Fa-f]{{2}}))"
+
+
+_PEM_LABEL = r"-----(?:BEGIN|END)[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+_SPACE = r"(?:[ \t]|%20|\+)"
+"""A space as a header, a form or a URL spells it."""
+_ASSIGN = r"""["']?[ \t]{0,8}(?:[:=]{1,2}>?|%3[Dd]|>)[ \t]{0,8}["']?"""
+"""`=`, `:`, `: "`, `=>`, `%3D` or an XML element's `>` between a name and its value."""
+
+BUILTIN: tuple[Detector, ...] = (
+    Detector(
+        "private_key",
+        re.compile(
+            _PEM_LABEL.replace("(?:BEGIN|END)", "BEGIN")
+            # Body stops at "--", so an unclosed header followed by more headers stays linear;
+            # without an END line the header and the key material after it are still removed.
+            + r"(?:[A-Za-z0-9+/=:,._ \t\r\n]|-(?!-)){0,65536}"
+            + "(?:"
+            + _PEM_LABEL.replace("(?:BEGIN|END)", "END")
+            + ")?"
+        ),
+        ("PRIVATE KEY",),
+    ),
+    Detector(
+        "anthropic_key",
+        re.compile(_edge("A-Za-z0-9-") + r"sk-ant-[A-Za-z0-9_-]{20,1024}"),
+        ("sk-ant-",),
+    ),
+    Detector(
+        "openai_key",
+        re.compile(
+            _edge("A-Za-z0-9-")
+            + r"sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,1024}|[A-Za-z0-9]{20,1024})"
+        ),
+        ("sk-",),
+    ),
+    Detector(
+        "aws_access_key",
+        re.compile(_edge("A-Za-z0-9") + r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        ("AKIA", "ASIA"),
+    ),
+    Detector(
+        "aws_secret_key",
+        re.compile(
+            _edge("A-Za-z0-9") + r"(?i:(?:aws[ _-]?)?secret[ _-]?access[ _-]?key"
+            r"|aws[ _-]?session[ _-]?token)" + _ASSIGN + r"(?P<secret>[A-Za-z0-9/+=]{16,2048})"
+        ),
+        ("ecret", "ECRET", "ession", "ESSION"),
+        group="secret",
+    ),
+    Detector(
+        "github_token",
+        re.compile(
+            _edge("A-Za-z0-9")
+            + r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"
+        ),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    Detector(
+        "slack_token",
+        re.compile(_edge("A-Za-z0-9-") + r"xox[abpors]-[A-Za-z0-9-]{10,250}"),
+        ("xox",),
+    ),
+    Detector(
+        "jwt",
+        re.compile(
+            # `_` stays excluded: the body has it and a failed attempt scans the whole body.
+            _edge("A-Za-z0-9_-")
+            + r"eyJ[A-Za-z0-9_-]{4,8192}\.eyJ[A-Za-z0-9_-]{4,16384}\.[A-Za-z0-9_-]{0,8192}"
+        ),
+        ("eyJ",),
+    ),
+    Detector(
+        "bearer_token",
+        re.compile(
+            _edge("A-Za-z")
+            + r"(?i:bearer)"
+            + _SPACE
+            + r"{1,8}(?P<secret>[A-Za-z0-9._~+/=-]{16,4096})"
+        ),
+        ("earer", "EARER"),
+        group="secret",
+        accept=_opaque_token,
+    ),
+    Detector(
+        "basic_auth",
+        re.compile(
+            _edge("A-Za-z") + r"(?i:basic)" + _SPACE + r"{1,8}(?P<secret>[A-Za-z0-9+/=]{8,4096})"
+        ),
+        ("asic", "ASIC"),
+        group="secret",
+        accept=_basic_credentials,
+    ),
+    Detector(
+        "url_credentials",
+        # The password of `scheme://user:password@host`; the user name stays readable.
+        re.compile(r"(?<=://)[^\s/?#@:\"'<>]{0,256}:(?P<secret>[^\s/?#@\"'<>]{1,256})@"),
+        ("://",),
+        group="secret",
+    ),
+)
+
+
+def custom_detector(name: str, regex: str) -> Detector:
+    """Compile an operator's pattern; raises ParamError naming the field that is wrong.
+
+    It runs as written, on every string: operators should bound its quantifiers too.
+    """
+    if not NAME.fullmatch(name):
+        raise ParamError(
+            "name",
+            "expected a letter, then lower-case letters, digits or _ (it is shown as "
+            f"[REDACTED:<name>]), got {name!r}",
+        )
+    try:
+        pattern = re.compile(regex)
+    except re.error as exc:
+        raise ParamError("regex", f"invalid regular expression: {exc}") from None
+    if _can_match_empty(pattern):
+        raise ParamError("regex", "can match the empty string; a pattern must match a secret")
+    return Detector(name, pattern)
+
+
+_EMPTY_PROBES = ("", "a", " a1-", "A\nb.", "0")
+
+
+def _can_match_empty(pattern: re.Pattern[str]) -> bool:
+    if any(m.end() == m.start() for probe in _EMPTY_PROBES for m in pattern.finditer(probe)):
+        return True
+    # The parser's minimum width is exact (e.g. `x?(?=y)`); if it is unknown, the probes
+    # above are the whole check.
+    return min_width(pattern) == 0
+
+
+def min_width(pattern: re.Pattern[str]) -> int | None:
+    """The shortest text `pattern` can match, from CPython's own (internal) parser; None
+    when that is not available."""
+    try:
+        parser: Any = importlib.import_module("re._parser")
+        low: int = parser.parse(pattern.pattern, pattern.flags).getwidth()[0]
+    except (ImportError, AttributeError, TypeError):
+        return None
+    return low

@@ -1,0 +1,239 @@
+"""The connection guard: uvicorn's httptools protocol plus what it lacks against abusive
+clients, enforced per connection before any request reaches the app (so before any key
+is checked):
+
+- a request head (request line and headers) over `server.max_header_kb` gets 431 and the
+  connection is closed. Bytes are counted as they arrive, so a connection never buffers
+  much more than the limit (plus one socket read) however long the head is;
+- a head must be complete `header_timeout_s` after the connection opened or the previous
+  response ended, else the connection is closed (clients that never send, header
+  dribblers, idle keep-alive connections too: uvicorn's `timeout_keep_alive` closes those
+  even sooner);
+- a body must be complete `body_timeout_s` after its head, else 408 and close;
+- past `max_connections` open connections in this worker, a new connection first evicts
+  the one that has waited longest for its first head (never served: an idle or dribbling
+  client, typically an attacker's), so a new client or health probe still gets in during
+  an idle flood; when every connection has been served (keep-alive clients), the new one
+  gets a fast 503 and is closed, so the connections already served keep working.
+
+Each connection holds one timer that checks a deadline when it fires and re-arms itself,
+so a request costs a clock read and a few attribute writes, not a timer of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from asyncio import TimerHandle
+from typing import Any
+
+import httptools
+from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import ServerState
+
+from proxy.serving.conn_limits import (
+    BODY_TIMED_OUT,
+    ConnLimits,
+    closing_response,
+    request_header_too_large,
+    request_timeout,
+    too_many_connections,
+)
+from proxy.serving.guard import count_rejection
+
+HEAD, BODY, APP, LINGER = range(4)
+"""Waiting for a head; for the rest of a body; for the app's response; closing."""
+EVICTION_SCAN = 64
+"""Connections looked at to find one to evict: bounded, so a flood costs O(1) per accept
+(under a flood nearly every connection is an idle one)."""
+LINGER_S = 2.0
+"""After a 431, what the client still sends is read and dropped this long before closing:
+closing with unread data makes the kernel reset the connection, and the client would then
+likely never read the answer."""
+
+
+class HeadTooLarge(Exception):
+    """Raised out of the parser when a complete head turns out to be over the limit."""
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """`HttpToolsProtocol` with the limits of the module docstring. uvicorn builds one per
+    connection: pass it as `http=functools.partial(GuardedHttpToolsProtocol, limits=...)`."""
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        limits: ConnLimits,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self._limits = limits
+        self._phase = HEAD
+        self._deadline = 0.0
+        self._head_bytes = 0
+        self._served = False
+        self._timer: TimerHandle | None = None
+
+    # -- connection ---------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if len(self.connections) >= self._limits.max_connections and not self._evict_idle():
+            self.transport, self._phase = transport, LINGER
+            count_rejection(self.app_state, "too_many_connections")
+            transport.write(closing_response(too_many_connections()))
+            transport.close()
+            return
+        super().connection_made(transport)
+        self._deadline = self.loop.time() + self._limits.header_timeout_s
+        self._timer = self.loop.call_at(self._deadline, self._on_timer)
+
+    def _evict_idle(self) -> bool:
+        """Close the connection that has waited longest for its first head, if one is found
+        among the first `EVICTION_SCAN`; False when none (all of those were served)."""
+        oldest: GuardedHttpToolsProtocol | None = None
+        for seen, conn in enumerate(self.connections):
+            if seen >= EVICTION_SCAN:
+                break
+            if (
+                isinstance(conn, GuardedHttpToolsProtocol)
+                and conn._phase == HEAD
+                and not conn._served
+                and (oldest is None or conn._deadline < oldest._deadline)
+            ):
+                oldest = conn
+        if oldest is None:
+            return False
+        count_rejection(self.app_state, "connection_evicted")
+        self.connections.discard(oldest)  # its connection_lost comes later, and discards too
+        oldest.transport.close()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        phase = self._phase
+        if phase == LINGER:
+            return  # dropped: see LINGER_S
+        if phase != BODY:
+            self._head_bytes += len(data)
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        except httptools.HttpParserError:
+            if self._phase == LINGER:  # on_headers_complete found the head too large
+                self._refuse_head()
+                return
+            self.logger.warning("Invalid HTTP request received.")
+            self.send_400_response("Invalid HTTP request received.")
+            return
+        if self._head_bytes > self._limits.max_head_bytes:
+            self._head_overflow()
+
+    def _head_overflow(self) -> None:
+        if self._phase == HEAD:
+            self._refuse_head()
+        elif self._phase == APP and self.flow is not None:
+            # A pipelined head while a response is being sent: stop reading until it is
+            # done (`on_response_complete` resumes and checks again).
+            self.flow.pause_reading()
+
+    def _refuse_head(self) -> None:
+        count_rejection(self.app_state, "request_header_too_large")
+        self._phase = LINGER
+        self.headers, self.url = [], b""  # give back what the parser collected
+        self.transport.write(closing_response(request_header_too_large(self._head_limit)))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._deadline = self.loop.time() + LINGER_S
+        self._ensure_timer()
+
+    @property
+    def _head_limit(self) -> int:
+        return self._limits.max_head_bytes
+
+    # -- parser callbacks -----------------------------------------------------------------
+    def on_headers_complete(self) -> None:
+        if self._head_bytes > self._head_limit and self._head_size() > self._head_limit:
+            self._phase = LINGER
+            raise HeadTooLarge
+        self._phase = BODY
+        self._deadline = deadline = self.loop.time() + self._limits.body_timeout_s
+        timer = self._timer
+        if timer is None or timer.when() > deadline:  # inline: this runs on every request
+            self._ensure_timer()
+        HttpToolsProtocol.on_headers_complete(self)  # faster than super() on 3.11
+
+    def _head_size(self) -> int:
+        # Counted bytes include any body that came with the head; measure the head itself.
+        return len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+
+    def on_message_complete(self) -> None:
+        self._head_bytes = 0
+        if self.cycle.response_complete and not self.pipeline:
+            # Answered before its body ended (/healthz does not read one): wait for the
+            # next head now, since `on_response_complete` has already run.
+            self._await_head()
+        else:
+            self._phase = APP
+        HttpToolsProtocol.on_message_complete(self)
+
+    def on_response_complete(self) -> None:
+        self._served = True
+        idle = self._phase == APP and not self.pipeline
+        HttpToolsProtocol.on_response_complete(self)
+        if idle and not self.transport.is_closing():
+            self._await_head()
+            if self._head_bytes > self._limits.max_head_bytes:
+                self._refuse_head()
+
+    def _await_head(self) -> None:
+        self._phase = HEAD
+        self._deadline = deadline = self.loop.time() + self._limits.header_timeout_s
+        timer = self._timer
+        if timer is None or timer.when() > deadline:
+            self._ensure_timer()
+
+    # -- the deadline -------------------------------------------------------------------
+    def _ensure_timer(self) -> None:
+        timer = self._timer
+        if timer is None or timer.when() > self._deadline:
+            if timer is not None:
+                timer.cancel()
+            self._timer = self.loop.call_at(self._deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.transport.is_closing():
+            return
+        now, phase = self.loop.time(), self._phase
+        if phase == APP:  # no deadline while the app answers; look again later
+            self._timer = self.loop.call_at(now + self._limits.header_timeout_s, self._on_timer)
+        elif now < self._deadline:
+            self._timer = self.loop.call_at(self._deadline, self._on_timer)
+        elif phase == HEAD:
+            count_rejection(self.app_state, "header_timeout")
+            self.transport.close()
+        elif phase == BODY:
+            self._body_timed_out()
+        else:
+            self.transport.close()  # LINGER is over
+
+    def _body_timed_out(self) -> None:
+        count_rejection(self.app_state, "request_timeout")
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_started:
+            self.scope[BODY_TIMED_OUT] = True  # type: ignore[literal-required]
+            self.transport.write(closing_response(request_timeout(self._limits.body_timeout_s)))
+        self._phase = LINGER
+        self.transport.close()

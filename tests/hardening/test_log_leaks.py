@@ -1,0 +1,152 @@
+"""What the proxy logs about a failing upstream, over real sockets: never the query string
+(clients put keys there: `?api-key=`, `?key=`), never the upstream's raw status line or
+header bytes (aiohttp's messages quote them), and never either in the answer to the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from proxy.config.loader import UpstreamConfig
+from tests.fakes.servers import HOST
+from tests.hardening.support import (
+    CHAT,
+    WAIT_S,
+    RunningProxy,
+    chat_body,
+    hardening_config,
+    running_proxy,
+)
+
+QUERY_KEY = "sk-proj-" + "QueryLeak7_" * 3
+"""Sent in the query string; it must show up nowhere the proxy writes."""
+RAW_MARK = "RawHeaderMark" + "9f3e"
+"""A marker inside the upstream's malformed bytes; logs must not quote them."""
+
+MALFORMED = {
+    "status line": f"HTTP/1.1 2x0 {RAW_MARK}\r\n\r\n".encode(),
+    "header without colon": f"HTTP/1.1 200 OK\r\n{RAW_MARK} no colon\r\n\r\n".encode(),
+    "control byte in a header": f"HTTP/1.1 200 OK\r\nX-A: {RAW_MARK}\x01\x7f\r\n\r\n".encode(),
+    "bad content-length": f"HTTP/1.1 200 OK\r\nContent-Length: {RAW_MARK}\r\n\r\n".encode(),
+    "not http at all": f"SSH-2.0-{RAW_MARK}\r\n\r\n".encode(),
+}
+
+
+class RawUpstream:
+    """A TCP upstream that reads each request's head and answers with `reply`, then closes."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self._stop = threading.Event()
+        self._listener = socket.create_server((HOST, 0))
+        self._listener.settimeout(0.05)
+        self.port: int = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(WAIT_S)
+                data = b""
+                while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
+                    data += chunk
+                conn.sendall(self.reply)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(WAIT_S)
+        self._listener.close()
+
+
+@contextmanager
+def blackhole() -> Iterator[int]:
+    """A loopback port whose accept queue is full: new connections time out (SYNs dropped)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind((HOST, 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(3):  # the queue holds backlog + 1; the rest wait in SYN_SENT
+            filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            filler.setblocking(False)
+            filler.connect_ex((HOST, port))
+            fillers.append(filler)
+        yield port
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
+@contextmanager
+def _proxy_to(origin: str, connect_timeout_s: float = 5.0) -> Iterator[RunningProxy]:
+    config = hardening_config(origin)
+    upstream = UpstreamConfig("fake", origin + "/v1", connect_timeout_s=connect_timeout_s)
+    with running_proxy(replace(config, upstreams={**config.upstreams, "fake": upstream})) as p:
+        yield p
+
+
+def _post(proxy: RunningProxy, query: str) -> httpx.Response:
+    with httpx.Client(base_url=proxy.origin, timeout=30) as http:
+        return http.post(f"{CHAT}?{query}", content=chat_body())
+
+
+def _proxy_log(caplog: pytest.LogCaptureFixture) -> str:
+    """What the proxy and its server logged (the test's own httpx client logs the URL)."""
+    return "\n".join(
+        f"{r.name} {r.getMessage()} {r.exc_text or ''}"
+        for r in caplog.records
+        if r.name.split(".")[0] in ("curator", "uvicorn", "aiohttp", "asyncio")
+    )
+
+
+def _assert_clean(text: str) -> None:
+    assert QUERY_KEY not in text
+    assert QUERY_KEY[8:20] not in text
+    assert RAW_MARK not in text
+    assert "api-key=" not in text
+    assert "key=" not in text
+
+
+@pytest.mark.parametrize("reply", MALFORMED.values(), ids=list(MALFORMED))
+def test_a_malformed_upstream_head_is_logged_without_its_bytes_or_the_query(
+    reply: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    upstream = RawUpstream(reply)
+    try:
+        with _proxy_to(f"http://{HOST}:{upstream.port}") as proxy:
+            response = _post(proxy, f"api-version=1&api-key={QUERY_KEY}")
+            assert response.status_code == 502
+            _assert_clean(response.text + str(response.headers))
+    finally:
+        upstream.close()
+    logged = _proxy_log(caplog)
+    _assert_clean(logged)
+    assert f"{HOST}:{upstream.port}/v1/chat/completions" in logged  # where, at most
+
+
+def test_a_connect_timeout_is_logged_without_the_query(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    with blackhole() as port, _proxy_to(f"http://{HOST}:{port}", connect_timeout_s=0.5) as proxy:
+        response = _post(proxy, f"key={QUERY_KEY}")
+        assert response.status_code == 504
+        assert response.json()["error"]["code"] == "upstream_timeout"
+        _assert_clean(response.text + str(response.headers))
+    logged = _proxy_log(caplog)
+    _assert_clean(logged)
+    assert f"{HOST}:{port}/v1/chat/completions" in logged

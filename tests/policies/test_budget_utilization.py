@@ -1,0 +1,47 @@
+"""Budget utilization: an over-budget input is curated to at least 85% of the budget.
+
+Starving the model is a failure too: a curated prompt far below the budget has thrown
+away context it had room for. Unless pins plus the newest unit alone exceed the budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policies import invariants
+from policies.base import PinSpec
+from policies.budget import TokenBudget
+from tests import factories as f
+from tests.strategies import agent_sessions, conversations
+
+Msgs = list[dict[str, Any]]
+FILL = 0.85
+MIN_BUDGET = 1000
+"""Below this, one short message is already a large share of the budget: no curator can
+cut finely enough to promise a share, and no real window is that small."""
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.one_of(conversations(), agent_sessions()),
+    st.floats(0.05, 0.99),
+    st.sampled_from([PinSpec(), PinSpec(first_user=True)]),
+    st.sampled_from([1.0, 0.9, 0.6]),
+)
+def test_over_budget_input_fills_the_budget(
+    messages: Msgs, fraction: float, pins: PinSpec, low_water: float
+) -> None:
+    ctx = f.ctx(budget=max(1, int(fraction * f.tokens(messages))), pins=pins)
+    out = TokenBudget(low_water=low_water).curate(messages, ctx)
+    if f.floor_tokens(messages, ctx) > ctx.budget:
+        return
+    used = f.tokens(out.messages)
+    assert used <= ctx.budget
+    if ctx.budget >= MIN_BUDGET:
+        assert used >= FILL * ctx.budget, (used, ctx.budget)
+    assert invariants.check(messages, out.messages, ctx, budget=ctx.budget) == []
+    again = TokenBudget(low_water=low_water).curate(out.messages, ctx)
+    assert again.messages == out.messages
