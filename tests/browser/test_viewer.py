@@ -115,16 +115,6 @@ def test_side_by_side_shows_what_changed_and_why(signed_in: Any, traffic: Traffi
     assert cut.get_attribute("open") is None
     cut.find_element(By.TAG_NAME, "summary").click()
     assert cut.get_attribute("open") is not None
-    dropped = signed_in.find_elements(By.CSS_SELECTOR, "table.sbs tr.dropped details.dropped")
-    assert dropped, "the budget dropped the oldest turns"
-    summary = dropped[0].find_element(By.TAG_NAME, "summary")
-    decoration = signed_in.execute_script(
-        "return getComputedStyle(arguments[0].querySelector('.role')).textDecorationLine", summary
-    )
-    assert "line-through" in decoration
-    assert not dropped[0].find_element(By.TAG_NAME, "del").is_displayed()
-    summary.click()
-    assert dropped[0].find_element(By.TAG_NAME, "del").is_displayed()
     same = signed_in.find_elements(By.CSS_SELECTOR, "table.sbs tr.same")
     assert same[0].is_displayed()
     signed_in.find_element(By.ID, "only-changes").click()
@@ -134,7 +124,9 @@ def test_side_by_side_shows_what_changed_and_why(signed_in: Any, traffic: Traffi
     assert SECRET not in signed_in.page_source
 
 
-def test_summary_links_to_the_messages_it_replaced(signed_in: Any, traffic: Traffic) -> None:
+def test_summary_links_to_the_messages_it_replaced_which_are_struck_through(
+    signed_in: Any, traffic: Traffic
+) -> None:
     signed_in.get(f"{traffic.admin_origin}/requests/{traffic.ids['summary_parent']}")
     inserted = signed_in.find_element(By.CSS_SELECTOR, "table.sbs tr.inserted")
     assert "summary" in inserted.find_element(By.CSS_SELECTOR, ".badge.ins").text
@@ -143,6 +135,16 @@ def test_summary_links_to_the_messages_it_replaced(signed_in: Any, traffic: Traf
     links[0].click()
     assert signed_in.current_url.endswith(links[0].get_attribute("hash"))
     assert signed_in.find_element(By.ID, links[0].get_attribute("hash")[1:]).is_displayed()
+    dropped = signed_in.find_elements(By.CSS_SELECTOR, "table.sbs tr.dropped details.dropped")
+    assert dropped, "the summarizer replaced the oldest turns"
+    summary = dropped[0].find_element(By.TAG_NAME, "summary")
+    decoration = signed_in.execute_script(
+        "return getComputedStyle(arguments[0].querySelector('.role')).textDecorationLine", summary
+    )
+    assert "line-through" in decoration
+    assert not dropped[0].find_element(By.TAG_NAME, "del").is_displayed()
+    summary.click()
+    assert dropped[0].find_element(By.TAG_NAME, "del").is_displayed()
 
 
 def test_script_in_a_message_is_shown_as_text(signed_in: Any, traffic: Traffic) -> None:

@@ -110,6 +110,9 @@ def test_sqlite_agrees_with_the_reference_semantics(store_paths: tuple[Path, Pat
             str(r["id"]) for r in jsonl.records() if matches(r, parse_iso(str(r["time"])), query)
         ][::-1]
         assert [r["id"] for r in sqlite.search(query).rows] == expected, query
+    # Both stores key a conversation the same way, so a link works on either.
+    keys = {r["id"]: r["conversation"] for r in sqlite.search(Query()).rows}
+    assert keys == {r["id"]: r["conversation"] for r in jsonl.search(Query()).rows}
     sqlite.close()
 
 
