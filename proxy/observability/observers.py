@@ -92,16 +92,15 @@ async def open_observability(
             stack.callback(metrics.publish)  # runs first: the last counts reach the files
             publisher = asyncio.get_running_loop().create_task(_publishing(metrics))
             stack.callback(publisher.cancel)
-        viewer = admin_viewer(config)
-        if config.metrics.port is not None and (metrics is not None or viewer is not None):
+        if metrics is not None and config.metrics.port is not None:
             await stack.enter_async_context(
                 admin_listener(
                     config.metrics.host or config.server.host,
                     config.metrics.port,
                     config.metrics.path,
-                    metrics.render if metrics is not None else None,
-                    reuse_port=bool(metrics is not None and metrics.multiprocess_dir),
-                    viewer=viewer,
+                    metrics.render,
+                    reuse_port=bool(metrics.multiprocess_dir),
+                    viewer=admin_viewer(config),
                 )
             )
         yield Observability(metrics, audit, tuple(observers))
