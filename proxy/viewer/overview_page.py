@@ -77,7 +77,7 @@ def render(
             ("Curated", num(total.curated)),
             ("Tokens saved", f"{num(total.before - total.after)} ({total.saved_pct()})"),
             ("Cache hit ratio", total.cache_ratio()),
-            ("Cost", f"${total.cost:,.2f}" if total.costed else "\u2013 (prices: issue K)"),
+            ("Cost", f"${total.cost:,.2f}" if total.costed else "not priced"),
             ("Errors", num(total.errors)),
         )
     )
