@@ -1,0 +1,66 @@
+"""UpstreamFacts: hints per (upstream, model), the assumed-window warning, metric labels."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from policies.calibration import NEUTRAL, BudgetHints, Observation
+from policies.models import ModelInfo, ModelTable
+from policies.policy import Policy
+from proxy.upstream.facts import UpstreamFacts
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.assumed: list[str] = []
+        self.labels: list[tuple[str, str, float]] = []
+        self.rescues: list[tuple[str, bool]] = []
+
+    def calibrated(self, upstream: str, label: str, observation: Observation) -> None:
+        self.labels.append((upstream, label, observation.ratio))
+
+    def window_assumed(self, upstream: str) -> None:
+        self.assumed.append(upstream)
+
+    def rescued(self, upstream: str, retried: bool) -> None:
+        self.rescues.append((upstream, retried))
+
+
+def test_hints_start_neutral_and_follow_the_calibration() -> None:
+    facts = UpstreamFacts()
+    assert facts.hints("u", "m") is NEUTRAL
+    table = ModelTable()
+    facts.learn("u", "m", 1000, 1250, table)
+    facts.learn("u", "m", 1000, 1250, table)
+    assert facts.hints("u", "m") == BudgetHints(None, pytest.approx(1.25))
+    assert facts.hints("other", "m") is NEUTRAL
+
+
+def test_an_unknown_window_is_said_once_and_counted_every_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Sink()
+    facts = UpstreamFacts(sink)
+    table = ModelTable()
+    with caplog.at_level(logging.WARNING, "curator.models"):
+        assert facts.assumed("u", "mystery", Policy("p"), table, NEUTRAL)
+        assert facts.assumed("u", "mystery", Policy("p"), table, NEUTRAL)
+    assert sink.assumed == ["u", "u"]
+    assert len([r for r in caplog.records if "mystery" in r.getMessage()]) == 1
+    # Known: by the table, by the upstream's list, by the policy, by a reloaded table.
+    assert not facts.assumed("u", "gpt-4o", Policy("p"), table, NEUTRAL)
+    assert not facts.assumed("u", "mystery", Policy("p"), table, BudgetHints(8192))
+    assert not facts.assumed("u", "mystery", Policy("p", context_window=8192), table, NEUTRAL)
+    reloaded = ModelTable.with_overrides([("myst*", ModelInfo(4096))])
+    assert not facts.assumed("u", "mystery", Policy("p"), reloaded, NEUTRAL)
+
+
+def test_metric_labels_never_carry_a_client_name() -> None:
+    sink = Sink()
+    facts = UpstreamFacts(sink)
+    table = ModelTable.with_overrides([("house-*", ModelInfo(8192))])
+    for model in ("house-coder", "Meta/Llama-3.1-8B", "x9$random"):
+        facts.learn("u", model, 100, 110, table)
+    assert [label for _, label, _ in sink.labels] == ["house-*", "*llama-3.[123]*", "other"]
