@@ -31,18 +31,24 @@ def pytest_configure() -> None:
         bpe_files.ensure(name)
 
 
-@pytest.fixture(autouse=True)
-def _no_window_discovery(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+_REFRESH = UpstreamWindows.refresh
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_window_discovery() -> Iterator[None]:
     """The proxy reads each upstream's model list at start (`proxy.upstream.models`); tests
     that count or inspect what the upstream received expect only the client's requests, so
-    discovery runs only in tests asking for the `window_discovery` fixture."""
-    if "window_discovery" not in request.fixturenames:
-        monkeypatch.setattr(UpstreamWindows, "refresh", lambda *_args: None)
+    in-process proxies discover nothing unless a test asks for `window_discovery`. Session
+    scope: proxies started by module- and session-scoped fixtures are covered too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(UpstreamWindows, "refresh", lambda *_args: None)
+        yield
 
 
 @pytest.fixture
-def window_discovery() -> None:
-    """Lets the proxy read its upstreams' model lists (see `_no_window_discovery`)."""
+def window_discovery(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lets the proxies this test starts read their upstreams' model lists."""
+    monkeypatch.setattr(UpstreamWindows, "refresh", _REFRESH)
 
 
 @pytest.fixture
