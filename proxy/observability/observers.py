@@ -120,7 +120,7 @@ def _open_writer(config: Config, metrics: Metrics | None) -> AuditWriter | None:
     writer = open_audit(config.audit, on_outcome=on_outcome)
     if writer is not None:
         holder.append(writer)
-        log.info("audit log: %s %s", config.audit.sink, config.audit.path)
+        log.info("audit log: %s %s", config.audit.sink, config.audit.where)
     return writer
 
 

@@ -33,6 +33,7 @@ from proxy.config.loader import Config, UpstreamConfig
 from proxy.config.loader import Route as ConfigRoute
 from proxy.curation.plan import CHAT_PATH, ChatPlan, plan_chat
 from proxy.errors import JSON_HEADERS, ProxyError, no_route
+from proxy.observability.audit.health import health_body
 from proxy.observability.audit.sse import SSEAccumulator
 from proxy.observability.exchange import (
     ExchangeRecord,
@@ -99,7 +100,7 @@ def create_app(
                 )
             )
             # A reload swaps `live.current`; each exchange reads it once, at its start.
-            yield {"edge": reloader.live, "reloader": reloader}
+            yield {"edge": reloader.live, "reloader": reloader, "audit": seen.audit}
 
     routes = [Route("/healthz", healthz, methods=["GET"]), *metrics_routes(config)]
     return CuratorApp(
@@ -132,8 +133,9 @@ class CuratorApp(Starlette):
             await super().__call__(scope, receive, send)
 
 
-async def healthz(_request: Request) -> Response:
-    return Response(b'{"status":"ok"}', media_type="application/json")
+async def healthz(request: Request) -> Response:
+    # Alive and serving even when the audit store is not: readiness detail, still 200.
+    return Response(health_body(request.state.audit), media_type="application/json")
 
 
 async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,0 +1,171 @@
+"""PostgreSQL audit sink: the content-addressed store shared by every replica.
+
+One transaction per batch, two statements whatever its size (arrays through `unnest`):
+the records, skipping any already stored (`uid`), then the messages those records
+reference, each distinct one inserted once or its reference count raised. Messages are
+upserted in digest order, so concurrent writers lock rows in the same order and never
+deadlock. Any error that means the database cannot take writes (down, restarted,
+connection lost, slow, disk full, read-only) drops the connection and raises
+`StoreUnavailable`: the writer keeps the batch and retries with backoff, and the retry
+cannot duplicate a record whose first COMMIT landed.
+
+Schema and migrations: `sinks.postgres_schema`. Reading back: `readers.postgres`.
+Registered by `sinks.postgres` (which loads this module, and psycopg, only when used).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import orjson
+import psycopg
+
+from proxy.observability.audit.entry import AuditRecord
+from proxy.observability.audit.sinks import postgres_schema as schema
+from proxy.observability.audit.sinks.base import StoreUnavailable, split_digests
+
+PRUNE_BATCH = 500
+_COLUMNS = ("id", "kind", "parent_id", "route", "policy", "model", "status")
+_INSERT_RECORDS = (
+    "INSERT INTO audit_records (uid, time, id, kind, parent_id, route, policy, model, "
+    "status, original, curated, fields) SELECT * FROM unnest(%s::bytea[], "
+    "%s::float8[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+    "%s::int[], %s::bytea[], %s::bytea[], %s::bytea[]) "
+    "ON CONFLICT (uid) DO NOTHING RETURNING uid"
+)
+_UPSERT_MESSAGES = (
+    "INSERT INTO audit_messages (hash, refs, body) "
+    "SELECT * FROM unnest(%s::bytea[], %s::int8[], %s::bytea[]) AS m (hash, refs, body) "
+    "ORDER BY hash "
+    "ON CONFLICT (hash) DO UPDATE SET refs = audit_messages.refs + excluded.refs"
+)
+_DELETE_OLDEST = (
+    "DELETE FROM audit_records WHERE seq IN (SELECT seq FROM audit_records WHERE time < %s "
+    "ORDER BY time, seq LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING original, curated"
+)
+_RELEASE = (
+    "UPDATE audit_messages m SET refs = m.refs - d.n FROM (SELECT * FROM "
+    "unnest(%s::bytea[], %s::int8[]) AS x (hash, n) ORDER BY hash) d WHERE m.hash = d.hash"
+)
+_DELETE_ORPHANS = "DELETE FROM audit_messages WHERE hash = ANY(%s::bytea[]) AND refs <= 0"
+
+
+def record_uid(record: AuditRecord, original: bytes, curated: bytes | None) -> bytes:
+    """The record's identity: a digest of everything it holds (fields include its id,
+    time and latency), so only a retry of the same record shares it."""
+    h = hashlib.blake2b(orjson.dumps(record.fields), digest_size=16)
+    h.update(original)
+    h.update(b"\0" if curated is None else b"\1" + curated)
+    return h.digest()
+
+
+class PostgresSink:
+    """Writes records to PostgreSQL and applies retention. Used by one thread only."""
+
+    def __init__(
+        self, dsn: str, *, max_age_days: float | None = None, connect_timeout_s: float = 5
+    ) -> None:
+        self._dsn = dsn
+        self.max_age_days = max_age_days
+        self._connect_timeout_s = connect_timeout_s
+        self._conn: psycopg.Connection[Any] | None = None
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        # Connected (and migrated) lazily in the writer thread; reconnected after a loss.
+        if self._conn is None or self._conn.closed:
+            conn = schema.connect(self._dsn, connect_timeout_s=self._connect_timeout_s)
+            try:
+                schema.migrate(conn, where="audit.dsn")
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def write_many(self, records: Sequence[AuditRecord]) -> None:
+        """All of `records` in one transaction; those already stored are skipped."""
+        columns: list[list[Any]] = [[] for _ in range(12)]
+        refs: dict[bytes, Counter[bytes]] = {}
+        bodies: dict[bytes, bytes] = {}
+        for record in records:
+            stored = record.original + (record.curated or ())
+            original = b"".join(m.digest for m in record.original)
+            curated = None if record.curated is None else b"".join(m.digest for m in record.curated)
+            uid = record_uid(record, original, curated)
+            refs[uid] = Counter(m.digest for m in stored)
+            bodies.update((m.digest, m.data) for m in stored)
+            row = (
+                uid,
+                record.time,
+                *(record.fields.get(c) for c in _COLUMNS),
+                original,
+                curated,
+                orjson.dumps(record.fields),
+            )
+            for column, value in zip(columns, row, strict=True):
+                column.append(value)
+        with self._mapped():
+            conn = self._connection()
+            with conn.transaction():
+                inserted = conn.execute(_INSERT_RECORDS, columns).fetchall()
+                # Only records inserted now take references: a retried one already did.
+                counts: Counter[bytes] = Counter()
+                for (uid,) in inserted:
+                    counts.update(refs[uid])
+                digests = sorted(counts)
+                conn.execute(
+                    _UPSERT_MESSAGES,
+                    (digests, [counts[d] for d in digests], [bodies[d] for d in digests]),
+                )
+
+    def prune(self, now: float | None = None) -> int:
+        """Drop records older than `max_age_days`, a batch per transaction, then the
+        messages no record references any more. Connects (and migrates) even without
+        retention: the writer calls this at start, so a database down then shows at once."""
+        with self._mapped():
+            conn = self._connection()
+            if self.max_age_days is None:
+                return 0
+            cutoff = (time.time() if now is None else now) - self.max_age_days * 86400
+            deleted = 0
+            while count := _delete_oldest(conn, cutoff):
+                deleted += count
+            return deleted
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @contextlib.contextmanager
+    def _mapped(self) -> Iterator[None]:
+        """Unavailability -> StoreUnavailable, the connection dropped so the next try
+        reconnects; other errors (a bad batch) pass as they are."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            if not schema.unavailable(exc):
+                raise
+            self.close()
+            raise StoreUnavailable(f"postgres: {schema.scrub(str(exc)).strip()}") from None
+
+
+def _delete_oldest(conn: psycopg.Connection[Any], before: float) -> int:
+    """One short transaction: up to PRUNE_BATCH records, then their orphaned messages.
+    SKIP LOCKED lets replicas prune side by side without deleting a record twice."""
+    with conn.transaction():
+        rows = conn.execute(_DELETE_OLDEST, (before, PRUNE_BATCH)).fetchall()
+        counts: Counter[bytes] = Counter()
+        for original, curated in rows:
+            counts.update(split_digests(original))
+            counts.update(split_digests(curated))
+        digests = sorted(counts)
+        if digests:
+            conn.execute(_RELEASE, (digests, [counts[d] for d in digests]))
+            conn.execute(_DELETE_ORPHANS, (digests,))
+    return len(rows)
