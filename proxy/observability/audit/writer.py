@@ -162,8 +162,7 @@ class AuditWriter:
                 if stop:
                     break
                 if time.monotonic() >= next_prune:
-                    self._prune()
-                    next_prune = time.monotonic() + self._prune_interval
+                    next_prune = time.monotonic() + self._prune()
         finally:
             self._close_sink()
 
@@ -245,11 +244,18 @@ class AuditWriter:
         self._count("failed")
         self._report("failed", logging.ERROR, "audit: writing a record failed: %s", exc)
 
-    def _prune(self) -> None:
+    def _prune(self) -> float:
+        """Apply retention (which also opens the store at start); seconds to the next go:
+        sooner while the store is unavailable, so an outage shows and ends promptly."""
         try:
             self._sink.prune()
+        except StoreUnavailable as exc:
+            return self._health.failed(str(exc), 0)
         except Exception as exc:  # retention is retried at the next interval
             self._report("prune", logging.ERROR, "audit: retention failed: %s", exc)
+        else:
+            self._health.succeeded(0)
+        return self._prune_interval
 
     def _close_sink(self) -> None:
         try:

@@ -37,7 +37,7 @@ class PostgresReader:
         """The newest records, newest first, without their messages."""
         rows = self._conn.execute(
             "SELECT fields, length(original), length(curated) FROM audit_records "
-            "WHERE %s::text IS NULL OR route = %s ORDER BY time DESC, seq DESC LIMIT %s",
+            "WHERE %s::text IS NULL OR route = %s ORDER BY time DESC, uid LIMIT %s",
             (route, route, limit),
         ).fetchall()
         out = []
@@ -51,7 +51,7 @@ class PostgresReader:
     def get(self, record_id: str) -> dict[str, Any] | None:
         """The record with this id, or the only one whose id starts with it."""
         rows = self._conn.execute(
-            _FULL + "WHERE id = %s ORDER BY seq DESC LIMIT 1", (record_id,)
+            _FULL + "WHERE id = %s ORDER BY time DESC LIMIT 1", (record_id,)
         ).fetchall()
         if not rows:
             pattern = record_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -65,12 +65,12 @@ class PostgresReader:
     def between(self, since: float, until: float | None = None) -> Iterator[dict[str, Any]]:
         """Full records with since <= time < until, oldest first, a chunk at a time."""
         end = float("inf") if until is None else until
-        after = (since, -1)
+        after = (since, b"")
         while True:
             rows = self._conn.execute(
-                "SELECT time, seq, fields, original, curated FROM audit_records "
-                "WHERE (time, seq) > (%s, %s) AND time >= %s AND time < %s "
-                "ORDER BY time, seq LIMIT %s",
+                "SELECT time, uid, fields, original, curated FROM audit_records "
+                "WHERE (time, uid) > (%s, %s) AND time >= %s AND time < %s "
+                "ORDER BY time, uid LIMIT %s",
                 (*after, since, end, CHUNK),
             ).fetchall()
             for _, _, fields, original, curated in rows:

@@ -1,10 +1,18 @@
 """The PostgreSQL audit schema, its migrations, and opening a connection to it.
 
 Same content-addressed layout as the SQLite store: `audit_messages` holds each distinct
-redacted message once, by digest, with a reference count; `audit_records` references
-them by their concatenated digests. `uid` (a digest of the whole record) makes a write
-idempotent: a batch retried after a lost connection whose COMMIT did land inserts nothing
-twice. Migrations run under an advisory lock, so replicas starting together take turns.
+redacted message once, by digest (`ON CONFLICT DO NOTHING`); `audit_records` references
+them by their concatenated digests. Instead of SQLite's reference count, a message keeps
+`last_used`, the newest record time that used it, raised at most once per
+`LAST_USED_SLACK_S`: under MVCC every update rewrites the row, and counting references
+rewrote a conversation's whole history on every turn (measured: 3x the storage of the
+30-turn test, before vacuum). Retention deletes the records past the cutoff, then the
+messages whose `last_used` is older than the cutoff by more than the slack.
+
+`uid` (a digest of the whole record) is the key and makes a write idempotent: a batch
+retried after a lost connection whose COMMIT did land inserts nothing twice. Few indexes:
+each costs a fixed 16 KB or more, a tenth of a short conversation's whole footprint.
+Migrations run under an advisory lock, so replicas starting together take turns.
 """
 
 from __future__ import annotations
@@ -30,18 +38,20 @@ MIGRATIONS = (
         "content-addressed messages, records referencing them",
         (
             "CREATE TABLE audit_messages "
-            "(hash bytea PRIMARY KEY, refs bigint NOT NULL, body bytea NOT NULL)",
-            "CREATE TABLE audit_records (seq bigserial PRIMARY KEY, uid bytea NOT NULL UNIQUE, "
+            "(hash bytea PRIMARY KEY, last_used float8 NOT NULL, body bytea NOT NULL)",
+            "CREATE INDEX audit_messages_last_used ON audit_messages (last_used)",
+            "CREATE TABLE audit_records (uid bytea PRIMARY KEY, "
             "time double precision NOT NULL, id text NOT NULL, kind text NOT NULL, "
             "parent_id text, route text, policy text, model text, status integer, "
             "original bytea NOT NULL, curated bytea, fields bytea NOT NULL)",
             "CREATE INDEX audit_records_time ON audit_records (time)",
             "CREATE INDEX audit_records_id ON audit_records (id text_pattern_ops)",
-            "CREATE INDEX audit_records_route ON audit_records (route, time)",
         ),
     ),
 )
 SCHEMA_VERSION = latest(MIGRATIONS)
+LAST_USED_SLACK_S = 3600.0
+"""How stale a message's `last_used` may be; retention keeps messages this much longer."""
 _PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
 

@@ -1,8 +1,8 @@
 """PostgreSQL audit sink: the content-addressed store shared by every replica.
 
 One transaction per batch, two statements whatever its size (arrays through `unnest`):
-the records, skipping any already stored (`uid`), then the messages those records
-reference, each distinct one inserted once or its reference count raised. Messages are
+the messages, each distinct one inserted once (its `last_used` raised now and then),
+then the records, skipping any already stored (`uid`). Messages are
 upserted in digest order, so concurrent writers lock rows in the same order and never
 deadlock. Any error that means the database cannot take writes (down, restarted,
 connection lost, slow, disk full, read-only) drops the connection and raises
@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -27,7 +26,7 @@ import psycopg
 
 from proxy.observability.audit.entry import AuditRecord
 from proxy.observability.audit.sinks import postgres_schema as schema
-from proxy.observability.audit.sinks.base import StoreUnavailable, split_digests
+from proxy.observability.audit.sinks.base import StoreUnavailable
 
 PRUNE_BATCH = 500
 _COLUMNS = ("id", "kind", "parent_id", "route", "policy", "model", "status")
@@ -36,23 +35,22 @@ _INSERT_RECORDS = (
     "status, original, curated, fields) SELECT * FROM unnest(%s::bytea[], "
     "%s::float8[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
     "%s::int[], %s::bytea[], %s::bytea[], %s::bytea[]) "
-    "ON CONFLICT (uid) DO NOTHING RETURNING uid"
+    "ON CONFLICT (uid) DO NOTHING"
 )
 _UPSERT_MESSAGES = (
-    "INSERT INTO audit_messages (hash, refs, body) "
-    "SELECT * FROM unnest(%s::bytea[], %s::int8[], %s::bytea[]) AS m (hash, refs, body) "
-    "ORDER BY hash "
-    "ON CONFLICT (hash) DO UPDATE SET refs = audit_messages.refs + excluded.refs"
+    "INSERT INTO audit_messages (hash, last_used, body) "
+    "SELECT * FROM unnest(%s::bytea[], %s::float8[], %s::bytea[]) AS m (hash, last_used, body) "
+    "ORDER BY hash ON CONFLICT (hash) DO UPDATE SET last_used = excluded.last_used "
+    f"WHERE audit_messages.last_used < excluded.last_used - {schema.LAST_USED_SLACK_S}"
 )
 _DELETE_OLDEST = (
-    "DELETE FROM audit_records WHERE seq IN (SELECT seq FROM audit_records WHERE time < %s "
-    "ORDER BY time, seq LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING original, curated"
+    "DELETE FROM audit_records WHERE uid IN (SELECT uid FROM audit_records WHERE time < %s "
+    "ORDER BY time LIMIT %s FOR UPDATE SKIP LOCKED)"
 )
-_RELEASE = (
-    "UPDATE audit_messages m SET refs = m.refs - d.n FROM (SELECT * FROM "
-    "unnest(%s::bytea[], %s::int8[]) AS x (hash, n) ORDER BY hash) d WHERE m.hash = d.hash"
+_DELETE_UNUSED = (
+    "DELETE FROM audit_messages WHERE hash IN (SELECT hash FROM audit_messages "
+    "WHERE last_used < %s LIMIT %s FOR UPDATE SKIP LOCKED)"
 )
-_DELETE_ORPHANS = "DELETE FROM audit_messages WHERE hash = ANY(%s::bytea[]) AND refs <= 0"
 
 
 def record_uid(record: AuditRecord, original: bytes, curated: bytes | None) -> bytes:
@@ -90,17 +88,16 @@ class PostgresSink:
     def write_many(self, records: Sequence[AuditRecord]) -> None:
         """All of `records` in one transaction; those already stored are skipped."""
         columns: list[list[Any]] = [[] for _ in range(12)]
-        refs: dict[bytes, Counter[bytes]] = {}
         bodies: dict[bytes, bytes] = {}
+        used: dict[bytes, float] = {}
         for record in records:
-            stored = record.original + (record.curated or ())
+            for message in record.original + (record.curated or ()):
+                bodies[message.digest] = message.data
+                used[message.digest] = max(record.time, used.get(message.digest, record.time))
             original = b"".join(m.digest for m in record.original)
             curated = None if record.curated is None else b"".join(m.digest for m in record.curated)
-            uid = record_uid(record, original, curated)
-            refs[uid] = Counter(m.digest for m in stored)
-            bodies.update((m.digest, m.data) for m in stored)
             row = (
-                uid,
+                record_uid(record, original, curated),
                 record.time,
                 *(record.fields.get(c) for c in _COLUMNS),
                 original,
@@ -109,32 +106,28 @@ class PostgresSink:
             )
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
+        digests = sorted(bodies)
+        upsert = (digests, [used[d] for d in digests], [bodies[d] for d in digests])
         with self._mapped():
             conn = self._connection()
             with conn.transaction():
-                inserted = conn.execute(_INSERT_RECORDS, columns).fetchall()
-                # Only records inserted now take references: a retried one already did.
-                counts: Counter[bytes] = Counter()
-                for (uid,) in inserted:
-                    counts.update(refs[uid])
-                digests = sorted(counts)
-                conn.execute(
-                    _UPSERT_MESSAGES,
-                    (digests, [counts[d] for d in digests], [bodies[d] for d in digests]),
-                )
+                conn.execute(_UPSERT_MESSAGES, upsert)
+                conn.execute(_INSERT_RECORDS, columns)
 
     def prune(self, now: float | None = None) -> int:
-        """Drop records older than `max_age_days`, a batch per transaction, then the
-        messages no record references any more. Connects (and migrates) even without
-        retention: the writer calls this at start, so a database down then shows at once."""
+        """Drop records older than `max_age_days`, a batch per transaction, then messages
+        no record used since (see `postgres_schema`). Connects (and migrates) even without
+        retention: the writer calls this at start, so a database down shows at once."""
         with self._mapped():
             conn = self._connection()
             if self.max_age_days is None:
                 return 0
             cutoff = (time.time() if now is None else now) - self.max_age_days * 86400
             deleted = 0
-            while count := _delete_oldest(conn, cutoff):
+            while count := _delete_batch(conn, _DELETE_OLDEST, cutoff):
                 deleted += count
+            while _delete_batch(conn, _DELETE_UNUSED, cutoff - schema.LAST_USED_SLACK_S):
+                pass
             return deleted
 
     def close(self) -> None:
@@ -155,17 +148,8 @@ class PostgresSink:
             raise StoreUnavailable(f"postgres: {schema.scrub(str(exc)).strip()}") from None
 
 
-def _delete_oldest(conn: psycopg.Connection[Any], before: float) -> int:
-    """One short transaction: up to PRUNE_BATCH records, then their orphaned messages.
-    SKIP LOCKED lets replicas prune side by side without deleting a record twice."""
+def _delete_batch(conn: psycopg.Connection[Any], statement: str, before: float) -> int:
+    """One short transaction of at most PRUNE_BATCH rows, so writers barely wait; SKIP
+    LOCKED lets replicas prune side by side."""
     with conn.transaction():
-        rows = conn.execute(_DELETE_OLDEST, (before, PRUNE_BATCH)).fetchall()
-        counts: Counter[bytes] = Counter()
-        for original, curated in rows:
-            counts.update(split_digests(original))
-            counts.update(split_digests(curated))
-        digests = sorted(counts)
-        if digests:
-            conn.execute(_RELEASE, (digests, [counts[d] for d in digests]))
-            conn.execute(_DELETE_ORPHANS, (digests,))
-    return len(rows)
+        return conn.execute(statement.encode(), (before, PRUNE_BATCH)).rowcount
