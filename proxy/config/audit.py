@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +145,8 @@ def read_audit(read: Reader, value: object, path: KeyPath, *, base_dir: Path) ->
         max_bytes=_size(read, data, (*path, "max_bytes")),
         options=sink.read_options(read, data, path) if sink else {},
     )
+    if sink and sink.location_key and config.options.get(sink.location_key):
+        config = replace(config, path=str(config.options[sink.location_key]))
     _check_sink(read.problems, config, sink, data, path)
     return config
 

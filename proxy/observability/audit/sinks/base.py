@@ -78,7 +78,7 @@ class SinkType:
     read_options: OptionReader = no_options
     retention: tuple[str, ...] = ()
     """The retention keys that apply (`retention_days`, `max_age_days`, `max_bytes`)."""
-    secret_keys: tuple[str, ...] = ()
-    """Option keys never printed (masked in `curator check` and logs)."""
+    location_key: str | None = None
+    """An own key that may give the location instead of `path` (postgres: `dsn`)."""
     migrate: Migrator | None = None
     """For stores with a versioned schema (`curator audit migrate`)."""

@@ -73,6 +73,6 @@ SINK = SinkType(
     keys=("dsn", "connect_timeout_s"),
     read_options=_read_options,
     retention=("retention_days", "max_age_days"),
-    secret_keys=("dsn",),
+    location_key="dsn",
     migrate=_migrate,
 )
