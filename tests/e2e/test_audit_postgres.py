@@ -77,7 +77,7 @@ class Serve:
 
 
 @pytest.fixture
-def serving(tmp_path: Path, fake: FakeOpenAI) -> Iterator[list[Serve]]:
+def serving() -> Iterator[list[Serve]]:
     started: list[Serve] = []
     try:
         yield started
