@@ -182,9 +182,7 @@ def _check_sink(
         problems.add((*path, "path"), '"-" (stdout) needs sink: jsonl')
     scheme = by_scheme(config.path)
     if "://" in config.path and sink is not None and scheme is not sink:
-        problems.add(
-            (*path, "path"), f"a URL here must be one sink: {config.sink} reads (or a file path)"
-        )
+        problems.add((*path, "path"), f"sink: {config.sink} takes a file path, not this URL")
     for key in ("retention_days", "max_age_days", "max_bytes"):
         if sink is not None and key not in sink.retention and data.get(key) is not None:
             problems.add((*path, key), _no_retention(key, sink))
