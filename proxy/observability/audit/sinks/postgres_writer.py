@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -29,17 +30,19 @@ from proxy.observability.audit.sinks import postgres_schema as schema
 from proxy.observability.audit.sinks.base import StoreUnavailable
 
 PRUNE_BATCH = 500
+KNOWN_MAX = 50_000
+"""Digests remembered per sink (~5 MB): more than a busy replica's hour of distinct ones."""
 _COLUMNS = ("id", "kind", "parent_id", "route", "policy", "model", "status")
 _INSERT_RECORDS = (
     "INSERT INTO audit_records (uid, time, id, kind, parent_id, route, policy, model, "
-    "status, original, curated, fields) SELECT * FROM unnest(%s::bytea[], "
-    "%s::float8[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
-    "%s::int[], %s::bytea[], %s::bytea[], %s::bytea[]) "
+    "status, original, curated, fields) SELECT * FROM unnest(%b::bytea[], "
+    "%b::float8[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::int[], %b::bytea[], %b::bytea[], %b::bytea[]) "
     "ON CONFLICT (uid) DO NOTHING"
 )
 _UPSERT_MESSAGES = (
     "INSERT INTO audit_messages (hash, last_used, body) "
-    "SELECT * FROM unnest(%s::bytea[], %s::float8[], %s::bytea[]) AS m (hash, last_used, body) "
+    "SELECT * FROM unnest(%b::bytea[], %b::float8[], %b::bytea[]) AS m (hash, last_used, body) "
     "ORDER BY hash ON CONFLICT (hash) DO UPDATE SET last_used = excluded.last_used "
     f"WHERE audit_messages.last_used < excluded.last_used - {schema.LAST_USED_SLACK_S}"
 )
@@ -72,6 +75,11 @@ class PostgresSink:
         self.max_age_days = max_age_days
         self._connect_timeout_s = connect_timeout_s
         self._conn: psycopg.Connection[Any] | None = None
+        self._known: OrderedDict[bytes, float] = OrderedDict()
+        """Messages this sink stored, with the `last_used` it gave them: within the slack
+        they need not be sent again, so a conversation's resent history costs nothing.
+        Retention cannot have removed them (it keeps messages used within a day plus the
+        slack); a new connection forgets them all, in case the database is not the same."""
 
     def _connection(self) -> psycopg.Connection[Any]:
         # Connected (and migrated) lazily in the writer thread; reconnected after a loss.
@@ -83,6 +91,7 @@ class PostgresSink:
                 conn.close()
                 raise
             self._conn = conn
+            self._known.clear()
         return self._conn
 
     def write_many(self, records: Sequence[AuditRecord]) -> None:
@@ -106,13 +115,23 @@ class PostgresSink:
             )
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
-        digests = sorted(bodies)
-        upsert = (digests, [used[d] for d in digests], [bodies[d] for d in digests])
         with self._mapped():
             conn = self._connection()
+            digests = sorted(d for d in bodies if not self._fresh(d, used[d]))
+            upsert = (digests, [used[d] for d in digests], [bodies[d] for d in digests])
             with conn.transaction():
-                conn.execute(_UPSERT_MESSAGES, upsert)
+                if digests:
+                    conn.execute(_UPSERT_MESSAGES, upsert)
                 conn.execute(_INSERT_RECORDS, columns)
+        for digest in digests:  # committed: now they are known
+            self._known[digest] = used[digest]
+            self._known.move_to_end(digest)
+        while len(self._known) > KNOWN_MAX:
+            self._known.popitem(last=False)
+
+    def _fresh(self, digest: bytes, when: float) -> bool:
+        stored = self._known.get(digest)
+        return stored is not None and when - stored < schema.LAST_USED_SLACK_S
 
     def prune(self, now: float | None = None) -> int:
         """Drop records older than `max_age_days`, a batch per transaction, then messages
