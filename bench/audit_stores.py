@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -197,6 +198,7 @@ def main() -> None:
         finally:
             if server is not None:
                 server.stop("immediate")
+                shutil.rmtree(server.root, ignore_errors=True)
     print("| workload | store | proxy CPU us/record | writer wall us/record |")
     print("|---|---|---:|---:|")
     for workload, store, cpu, wall in rows:
