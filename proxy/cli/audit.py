@@ -1,4 +1,4 @@
-"""`curator audit list | show | diff | export | migrate`: the audit log from a terminal.
+"""`curator audit list | show | diff | export | migrate | serve`: read the audit log.
 
 Each subcommand reads the store named by `--path` (a SQLite file, a JSONL file, or a
 postgresql:// URL), or else by the `audit:` section of `--config` (default ./config.yaml,
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import re
 import sqlite3
 import sys
 import time
@@ -27,19 +26,18 @@ import orjson
 
 from policies.errors import ConfigError
 from policies.yamlsrc import parse_file
+from proxy.cli import audit_serve
 from proxy.cli.audit_render import render_diff, render_record, render_table
 from proxy.cli.pipes import run_to_stdout
 from proxy.config.audit import AuditConfig, masked_location, parse_audit
-from proxy.observability.audit.entry import parse_iso
 from proxy.observability.audit.readers.base import Store
+from proxy.observability.audit.readers.query import parse_time
 from proxy.observability.audit.readers.registry import READERS, open_reader, reader_for
 from proxy.observability.audit.sinks.base import StoreUnavailable
 from proxy.observability.audit.sinks.migrations import SchemaTooNew
 from proxy.observability.audit.sinks.registry import SINKS
 
 DEFAULT_CONFIG = "config.yaml"
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +88,7 @@ def add_subparsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "migrate", parents=[common], help="bring the store's schema up to date (also done at start)"
     )
     migrate.set_defaults(func=run_migrate)
+    audit_serve.add_parser(commands, common).set_defaults(func=run_serve)
 
 
 def _handled(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -168,6 +167,22 @@ def run_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+@_handled
+def run_serve(args: argparse.Namespace) -> int:
+    target = audit_target(args.config, args.path, args.sink)
+    config = args.config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+    try:
+        keys = audit_serve.admin_keys(config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if not keys and not audit_serve.loopback(args.host):
+        raise UsageError(
+            f"--host {args.host} is not loopback: set auth.admin_keys in the config first"
+        )
+    store = (target.location, target.sink, target.options)
+    return audit_serve.serve(store, args.host, args.port, keys)
+
+
 def _inferred(location: str) -> str:
     return reader_for(location).name
 
@@ -178,19 +193,6 @@ def _record(args: argparse.Namespace) -> dict[str, Any]:
     if record is None:
         raise UsageError(f"no audit record with id {args.id!r}")
     return record
-
-
-def parse_time(text: str, *, now: float) -> float:
-    """An ISO-8601 time (UTC unless it says otherwise), or a duration ago such as `90m`."""
-    match = _DURATION.fullmatch(text.strip())
-    if match:
-        return now - float(match.group(1)) * _SECONDS[match.group(2)]
-    try:
-        return parse_iso(text.strip())
-    except ValueError:
-        raise ValueError(
-            f"expected an ISO time (2025-01-31T12:00:00Z) or a duration (30m, 1h, 2d), got {text!r}"
-        ) from None
 
 
 def audit_target(config: str | None, override: str | None, sink: str | None = None) -> Target:

@@ -1,4 +1,8 @@
-"""Reading the PostgreSQL audit store back, for `curator audit`: every replica's records.
+"""Reading the PostgreSQL audit store back, for `curator audit` and the viewer: every
+replica's records.
+
+The viewer's `search` filters on columns in SQL; a conversation or text filter is checked
+on full records with `query.matches`, the reference semantics, a chunk at a time.
 
 The connection is read-only (it works against a hot standby) and autocommit, so a long
 `export` holds no transaction open on the primary.
@@ -12,6 +16,16 @@ from typing import Any
 import orjson
 import psycopg
 
+from proxy.observability.audit.readers.query import (
+    FACET_LIMIT,
+    FACETS,
+    Page,
+    Query,
+    clamp,
+    matches,
+    normal_kind,
+    summary,
+)
 from proxy.observability.audit.sinks import postgres_schema as schema
 from proxy.observability.audit.sinks.base import DIGEST_SIZE, StoreUnavailable, split_digests
 
@@ -79,6 +93,40 @@ class PostgresReader:
                 return
             after = (rows[-1][0], rows[-1][1])
 
+    def search(self, query: Query) -> Page:
+        """One page of the records `query` selects, newest first (the viewer)."""
+        query = clamp(query)
+        where, params = _where(query)
+        wanted = query.offset + query.limit + 1
+        scan = bool(query.conversation or query.text)
+        rows: list[dict[str, Any]] = []
+        offset = 0
+        while len(rows) < wanted:
+            chunk = self._conn.execute(
+                "SELECT time, fields, original, curated FROM audit_records"
+                f"{where} ORDER BY time DESC, uid LIMIT %s OFFSET %s".encode(),
+                [*params, CHUNK if scan else wanted, offset],
+            ).fetchall()
+            for when, fields, original, curated in chunk:
+                record = self._full(fields, original, curated)
+                if not scan or matches(record, when, query):
+                    rows.append(summary(record))
+            if not scan or len(chunk) < CHUNK:
+                break
+            offset += CHUNK
+        rows = rows[:wanted]
+        return Page(rows[query.offset : query.offset + query.limit], more=len(rows) == wanted)
+
+    def facets(self) -> dict[str, list[str]]:
+        out = {}
+        for column in FACETS:
+            sql = (
+                f"SELECT DISTINCT {column} FROM audit_records WHERE {column} IS NOT NULL "
+                f"ORDER BY {column} LIMIT {FACET_LIMIT}"
+            )
+            out[column] = [str(value) for (value,) in self._conn.execute(sql.encode())]
+        return out
+
     def _full(self, fields: bytes, original: bytes, curated: bytes | None) -> dict[str, Any]:
         record: dict[str, Any] = orjson.loads(fields)
         record["original"] = self._messages(split_digests(original))
@@ -99,3 +147,25 @@ class PostgresReader:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _where(query: Query) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("route", query.route),
+        ("policy", query.policy),
+        ("model", query.model),
+        ("status", query.status),
+        ("kind", normal_kind(query.kind)),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = %s")
+            params.append(value)
+    if query.since is not None:
+        clauses.append("time >= %s")
+        params.append(query.since)
+    if query.until is not None:
+        clauses.append("time < %s")
+        params.append(query.until)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
