@@ -7,7 +7,7 @@ costs storage linear in its length, not quadratic. `messages.refs` counts refere
 retention drops unreferenced messages without scanning every record.
 
 The schema is versioned (`PRAGMA user_version`) and migrated in place at open, under
-BEGIN IMMEDIATE, so workers starting together migrate it once (`sinks.migrations`).
+BEGIN IMMEDIATE, so workers starting together migrate it once (`sinks.sqlite_schema`).
 
 Several processes (`--workers N`) may share one file: WAL lets readers run beside the
 writer, `busy_timeout` queues writers, and a batch is one transaction, so a crash (even
@@ -16,13 +16,11 @@ writer, `busy_timeout` queues writers, and a batch is one transaction, so a cras
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -36,33 +34,17 @@ from proxy.observability.audit.sinks.base import (
     StoreUnavailable,
     split_digests,
 )
-from proxy.observability.audit.sinks.migrations import Migration, SchemaTooNew, latest, pending
+from proxy.observability.audit.sinks.sqlite_schema import (
+    BUSY_TIMEOUT_MS,
+    SCHEMA_VERSION,
+    connect_writer,
+    migrate,
+    migrate_file,
+    transaction,
+)
 
-BUSY_TIMEOUT_MS = 10_000
 PRUNE_BATCH = 200
 
-MIGRATIONS = (
-    Migration(
-        1,
-        "content-addressed messages, records referencing them",
-        (
-            "CREATE TABLE IF NOT EXISTS messages "
-            "(hash BLOB PRIMARY KEY, refs INTEGER NOT NULL, body BLOB NOT NULL)",
-            "CREATE TABLE IF NOT EXISTS records (seq INTEGER PRIMARY KEY, time REAL NOT NULL, "
-            "id TEXT NOT NULL, kind TEXT NOT NULL, parent_id TEXT, route TEXT, policy TEXT, "
-            "model TEXT, status INTEGER, original BLOB NOT NULL, curated BLOB, "
-            "fields BLOB NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS records_time ON records (time)",
-            "CREATE INDEX IF NOT EXISTS records_id ON records (id)",
-        ),
-    ),
-    Migration(
-        2,
-        "list and filter by route without scanning every record",
-        ("CREATE INDEX IF NOT EXISTS records_route ON records (route, time)",),
-    ),
-)
-SCHEMA_VERSION = latest(MIGRATIONS)
 _UNAVAILABLE = ("disk is full", "readonly", "read-only", "unable to open", "disk i/o", "locked")
 """SQLite errors that mean "the store cannot take writes now", not "this batch is bad"."""
 _UPSERT = (
@@ -75,75 +57,6 @@ _INSERT = (
     f"INSERT INTO records (time, {', '.join(_COLUMNS)}, original, curated, fields) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-
-
-def connect_writer(path: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
-    """Open (creating if needed, migrating if older) a store for writing, in WAL mode."""
-    if not os.path.exists(path):
-        # Audit logs hold prompts: create the file private before SQLite does.
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None)
-    deadline = time.monotonic() + busy_timeout_ms / 1000
-    try:
-        while True:
-            try:
-                _prepare(conn, path, busy_timeout_ms)
-                return conn
-            except sqlite3.OperationalError as exc:
-                # Workers starting together race to switch a new file to WAL; SQLite reports
-                # that as "locked" without waiting, so wait here.
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-    except BaseException:
-        conn.close()
-        raise
-
-
-def _prepare(conn: sqlite3.Connection, path: str, busy_timeout_ms: int) -> None:
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise sqlite3.DatabaseError(f"{path}: audit schema {version} is newer than this proxy")
-    if version == 0:
-        # Only takes effect before the first table exists; lets retention shrink the file.
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA journal_size_limit = 67108864")
-    if version < SCHEMA_VERSION:
-        migrate(conn, path)
-
-
-def migrate(conn: sqlite3.Connection, path: str) -> list[int]:
-    """Apply pending migrations; the versions applied (none if another worker did them)."""
-    with transaction(conn):
-        # Read again under the write lock: a worker starting beside us may have migrated.
-        current = conn.execute("PRAGMA user_version").fetchone()[0]
-        try:
-            steps = pending(current, MIGRATIONS, where=path)
-        except SchemaTooNew as exc:
-            raise sqlite3.DatabaseError(str(exc)) from None
-        for step in steps:
-            for statement in step.statements:
-                conn.execute(statement)
-        if steps:
-            conn.execute(f"PRAGMA user_version = {steps[-1].version}")
-    return [step.version for step in steps]
-
-
-@contextlib.contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """BEGIN IMMEDIATE ... COMMIT: takes the write lock up front, so no deadlock on upgrade."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        # The original error says more; SQLite may have rolled back by itself already.
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 class SqliteSink:
@@ -251,27 +164,24 @@ def _open(location: str, _options: Mapping[str, Any], retention: Retention) -> S
     return SqliteSink(location, max_age_days=retention.max_age_days, max_bytes=retention.max_bytes)
 
 
-def _migrate(location: str, _options: Mapping[str, Any]) -> list[int]:
-    conn = sqlite3.connect(location, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-    try:
-        before = conn.execute("PRAGMA user_version").fetchone()[0]
-        conn.close()
-        connect_writer(location).close()  # creates or migrates, as the writer would
-        conn = sqlite3.connect(location, isolation_level=None)
-        after = conn.execute("PRAGMA user_version").fetchone()[0]
-    finally:
-        conn.close()
-    return list(range(before + 1, after + 1))
-
-
 SINK = SinkType(
     "sqlite",
     _open,
     default_path="curator-audit.db",
     retention=("retention_days", "max_age_days", "max_bytes"),
-    migrate=_migrate,
+    migrate=migrate_file,
 )
-__all__ = ["DIGEST_SIZE", "SINK", "SqliteSink", "connect_writer", "migrate", "split_digests"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "DIGEST_SIZE",
+    "SCHEMA_VERSION",
+    "SINK",
+    "SqliteSink",
+    "connect_writer",
+    "migrate",
+    "split_digests",
+    "transaction",
+]
 
 
 def used_bytes(conn: sqlite3.Connection) -> int:
