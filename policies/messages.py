@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 Message = Mapping[str, Any]
+Content = str | list[Any]
+"""A message's content: a string, or an array of parts."""
 
 MAPPING = (dict, Mapping)
 """For `isinstance`: dict first, as checking against the Mapping ABC alone costs four times

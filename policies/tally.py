@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from policies.describe import content_bytes
 from policies.digests import digest
 from policies.formula import Sink
-from policies.messages import Message, tool_names
+from policies.messages import Content, Message, tool_names
 from policies.splits import Profile
 from policies.tokens import CACHE_MIN_CHARS, REPLY_PRIMING, Plan, TokenCounter
 
@@ -42,22 +42,15 @@ class Tally:
 
     __slots__ = ("_names", "_seen", "_sink", "_texts", "counter", "model")
 
-    def __init__(self, counter: TokenCounter, model: str) -> None:
+    def __init__(self, counter: TokenCounter, model: str, profile_chars: int | None) -> None:
+        """`profile_chars`: strings at least this long get a split profile when counted
+        (`formula.Sink`); None: none do."""
         self.counter, self.model = counter, model
         self._seen: dict[int, _Seen] = {}
         self._sink = Sink()
+        self._sink.profile_chars = profile_chars
         self._texts: dict[str, int] = {}
         self._names: dict[int, tuple[Message, Mapping[str, str]]] = {}
-
-    @property
-    def profile_chars(self) -> int | None:
-        """Strings at least this long get a split profile when counted; None: none do.
-        The chain sets it from its curators (`base.TextCutter`)."""
-        return self._sink.profile_chars
-
-    @profile_chars.setter
-    def profile_chars(self, chars: int | None) -> None:
-        self._sink.profile_chars = chars
 
     # -- messages --------------------------------------------------------------------
     def each(self, messages: Sequence[Message]) -> list[int]:
@@ -87,20 +80,31 @@ class Tally:
             self.one(msg)
             hit = self._seen[id(msg)]
         if hit.bare is None:
-            empty = {**msg, "content": ""}
-            # A result's other fields are a role and an id: encoding them beats hashing.
-            small = all(isinstance(v, str) and len(v) < CACHE_MIN_CHARS for v in empty.values())
-            hit.bare = self.counter.direct(empty, self.model) if small else self.one(empty)
+            if hit.key is None:
+                hit.bare = self._bare(msg)
+            else:  # a history is resent every turn: remembered with the message
+                hit.bare = self.counter.remember(hit.key + b"|bare", lambda: (self._bare(msg),))[0]
         return hit.bare
 
-    def replaced(self, msg: Message, content: str, tokens: int | None = None) -> Message:
-        """`msg` with this string content, counted as `bare(msg)` plus the content's
-        `tokens` (counted here when not given)."""
-        if tokens is None:
-            tokens = self.text(content)
+    def _bare(self, msg: Message) -> int:
+        empty = {**msg, "content": ""}
+        # A result's other fields are a role and an id: encoding them beats hashing.
+        small = all(isinstance(v, str) and len(v) < CACHE_MIN_CHARS for v in empty.values())
+        return self.counter.direct(empty, self.model) if small else self.one(empty)
+
+    def replaced(
+        self, msg: Message, content: Content, tokens: int | None = None, tag: bytes = b""
+    ) -> Message:
+        """`msg` with this content, counted as `bare(msg)` plus the content's `tokens`
+        (counted here when not given); with a `tag`, filed under a key derived from
+        `msg`'s (see `note`)."""
         new = {**msg, "content": content}
+        if tokens is None:
+            if not isinstance(content, str):
+                return new  # counted in full when asked
+            tokens = self.text(content)
         bare = self.bare(msg)
-        self.note(new, bare + tokens, bare)
+        self.note(new, bare + tokens, bare, source=(msg, tag) if tag else None)
         return new
 
     def remember(self, msg: Message, tag: bytes, compute: Callable[[], Plan]) -> Plan:
