@@ -24,15 +24,24 @@ through an import.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
-from policies.messages import Content, Message, role
-from policies.splits import PROFILE_MIN_CHARS
-from policies.summary_io import Services
-from policies.tally import Tally
-from policies.tokens import Plan, TokenCounter
+from policies.context import CurationContext, PinSpec
+from policies.messages import Message
+
+__all__ = [
+    "Action",
+    "ActionKind",
+    "AsyncCurator",
+    "AsyncOnlyError",
+    "CurationContext",
+    "Curator",
+    "CuratorOutput",
+    "PinSpec",
+    "TextCutter",
+]
 
 ActionKind = Literal["drop", "truncate", "repair", "replace", "summarize"]
 
@@ -52,116 +61,6 @@ class Action:
 class CuratorOutput:
     messages: list[Message]
     actions: tuple[Action, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class PinSpec:
-    """Which messages are pinned: these roles, plus the first user message if asked."""
-
-    roles: frozenset[str] = frozenset({"system", "developer"})
-    first_user: bool = False
-
-    def pinned(self, messages: Sequence[Message]) -> frozenset[int]:
-        pins = {i for i, m in enumerate(messages) if role(m) in self.roles}
-        if self.first_user:
-            first = next((i for i, m in enumerate(messages) if role(m) == "user"), None)
-            if first is not None:
-                pins.add(first)
-        return frozenset(pins)
-
-
-@dataclass(frozen=True, slots=True)
-class CurationContext:
-    """Per-request facts a curator may use, and how it counts. Built once per request.
-
-    Count through the context (`count`, `count_text`, ...), never through `counter`: it
-    counts each message of the request once and answers repeats from memory, so build a
-    new context for each request and never mutate a message it has counted.
-    """
-
-    model: str
-    counter: TokenCounter
-    budget: int
-    """Tokens the messages may use: window - output reserve - tool definitions - priming."""
-    pins: PinSpec = field(default_factory=PinSpec)
-    on_overflow: Literal["truncate", "reject", "forward"] = "truncate"
-    services: Services | None = None
-    """Needed by async curators only; None where no model may be called."""
-    profile_chars: int | None = PROFILE_MIN_CHARS
-    """Texts at least this long are counted so that cutting them is cheap (`TextCutter`);
-    None: no text is. The chain sets it from its curators."""
-    _tally: Tally = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_tally", Tally(self.counter, self.model, self.profile_chars))
-
-    def pinned(self, messages: Sequence[Message]) -> frozenset[int]:
-        return self.pins.pinned(messages)
-
-    # -- counting: every curator ------------------------------------------------------
-    def count(self, msg: Message) -> int:
-        """Tokens of one message, its per-message overhead included."""
-        return self._tally.one(msg)
-
-    def count_each(self, messages: Sequence[Message]) -> list[int]:
-        """`count` of each message."""
-        return self._tally.each(messages)
-
-    def count_total(self, messages: Sequence[Message]) -> int:
-        """Prompt tokens of these messages, reply priming included."""
-        return self._tally.total(messages)
-
-    def count_text(self, text: str) -> int:
-        return self._tally.text(text)
-
-    def count_bare(self, msg: Message) -> int:
-        """Tokens of `msg` with an empty content: all it costs but its content."""
-        return self._tally.bare(msg)
-
-    # -- rewriting a message --------------------------------------------------------------
-    def with_content(
-        self, msg: Message, content: Content, tokens: int | None = None, *, tag: bytes = b""
-    ) -> Message:
-        """`msg` with this content, counted as `count_bare(msg)` plus the content's
-        `tokens` when given (a cutter knows them), else counted here. A `tag` (see
-        `recall`) says the content was made from `msg`'s alone by the rule it names, so
-        what is recalled about the new message is remembered across requests too."""
-        return self._tally.replaced(msg, content, tokens, tag)
-
-    def recall(self, msg: Message, tag: bytes, compute: Callable[[], Plan]) -> Plan:
-        """`compute()`: numbers a curator derives from `msg` alone, remembered with the
-        message across requests (a history is resent every turn). `tag` names the
-        curator and each parameter the numbers depend on."""
-        return self._tally.remember(msg, tag, compute)
-
-    def recall_text(self, msg: Message, tag: bytes, compute: Callable[[], str]) -> str:
-        """`recall`, for a text derived from `msg` alone (a description of it)."""
-        return self._tally.remember_text(msg, tag, compute)
-
-    def tool_names(self, msg: Message) -> Mapping[str, str]:
-        """`messages.tool_names(msg)`: call id -> function name of an assistant's calls."""
-        return self._tally.tool_names(msg)
-
-    def content_bytes(self, content: object) -> int:
-        """`describe.content_bytes(content)`: the UTF-8 size of a content's text."""
-        return self._tally.content_bytes(content)
-
-    # -- cutting a text: curators that shorten contents -------------------------------
-    def fit_head(self, text: str, max_tokens: int) -> int:
-        """Characters of the longest start of `text` within `max_tokens` tokens."""
-        return self._tally.fit(text, max_tokens, from_end=False)
-
-    def fit_tail(self, text: str, max_tokens: int) -> int:
-        """Characters of the longest end of `text` within `max_tokens` tokens."""
-        return self._tally.fit(text, max_tokens, from_end=True)
-
-    def count_span(self, text: str, start: int, stop: int) -> int:
-        """Tokens of `text[start:stop]`."""
-        return self._tally.span(text, start, stop)
-
-    def count_joined(self, text: str, head: int, middle: str, tail: int) -> int:
-        """Tokens of `text[:head] + middle + text[len(text) - tail:]`."""
-        return self._tally.joined(text, head, middle, tail)
 
 
 class Curator(Protocol):
