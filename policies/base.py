@@ -15,7 +15,8 @@ Contract (every curator, checked by `invariants.check` in the tests):
 7. Report every change as an `Action`. A curator that changes nothing returns no action.
 
 Parameters are dataclass fields, validated in `__post_init__` (raise `ValueError` naming
-the field; `policies.params` does); the loader turns those errors into `file:line: key.path: problem`.
+the field; `policies.params` does); the loader turns those errors into
+`file:line: key.path: problem`.
 
 A curator that must await I/O (the summarizer calls a model) is an `AsyncCurator`: the
 chain awaits its `acurate`, and only `Chain.arun` / `Policy.acurate` can run it. Its I/O
