@@ -28,11 +28,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from proxy.config.audit import STDOUT
 from proxy.config.loader import Config
 from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import ProxyError
 from proxy.observability.audit.entry import SUMMARIZER, AuditEntry
+from proxy.observability.audit.sinks.base import STDOUT
 from proxy.observability.audit.writer import AuditWriter, Outcome, open_audit
 from proxy.observability.exchange import (
     ExchangeRecord,
@@ -121,7 +121,11 @@ def admin_viewer(config: Config, *, prefix: str = "") -> Viewer | None:
     audit = config.audit
     if not (config.viewer.enabled and audit.enabled) or audit.path == STDOUT:
         return None
-    return Viewer(opener(audit.path), AdminKeys(config.auth.admin_keys), prefix=prefix)
+    return Viewer(
+        opener(audit.path, audit.sink, audit.options),
+        AdminKeys(config.auth.admin_keys),
+        prefix=prefix,
+    )
 
 
 def viewer_routes(config: Config) -> list[Route]:
@@ -155,7 +159,7 @@ def _open_writer(config: Config, metrics: Metrics | None) -> AuditWriter | None:
     writer = open_audit(config.audit, on_outcome=on_outcome)
     if writer is not None:
         holder.append(writer)
-        log.info("audit log: %s %s", config.audit.sink, config.audit.path)
+        log.info("audit log: %s %s", config.audit.sink, config.audit.where)
     return writer
 
 

@@ -34,6 +34,7 @@ from proxy.curation.plan import Plan, plan
 from proxy.curation.rescue import Overflow, RescuingClient, retry_request
 from proxy.errors import JSON_HEADERS, ProxyError, no_route
 from proxy.observability.audit.capture import BodyCapture
+from proxy.observability.audit.health import health_body
 from proxy.observability.exchange import (
     ExchangeRecord,
     Observer,
@@ -101,7 +102,7 @@ def create_app(
                 )
             )
             # A reload swaps `live.current`; each exchange reads it once, at its start.
-            yield {"edge": reloader.live, "reloader": reloader}
+            yield {"edge": reloader.live, "reloader": reloader, "audit": seen.audit}
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
@@ -138,8 +139,9 @@ class CuratorApp(Starlette):
             await super().__call__(scope, receive, send)
 
 
-async def healthz(_request: Request) -> Response:
-    return Response(b'{"status":"ok"}', media_type="application/json")
+async def healthz(request: Request) -> Response:
+    # Alive and serving even when the audit store is not: readiness detail, still 200.
+    return Response(health_body(request.state.audit), media_type="application/json")
 
 
 async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:

@@ -13,7 +13,7 @@ import pytest
 from proxy.config.audit import AuditConfig
 from proxy.observability.audit.entry import AuditEntry, AuditRecord, RecordBuilder
 from proxy.observability.audit.redact import Redactor
-from proxy.observability.audit.sinks import Sink
+from proxy.observability.audit.sinks.base import Sink
 from proxy.observability.audit.sinks.jsonl import JsonlSink
 from proxy.observability.audit.sinks.sqlite import SqliteSink
 from proxy.observability.audit.writer import (

@@ -433,7 +433,10 @@ def test_a_config_built_in_code_does_not_audit() -> None:
         ("metrics: {port: 8080}\n", "config.yaml:7: metrics.port: must differ from server.port"),
         ("metrics: {enabled: yes please}\n", "config.yaml:7: metrics.enabled: expected true or"),
         ("metrics: {prot: 1}\n", "config.yaml:7: metrics.prot: unknown key 'prot'; did you mean"),
-        ("audit: {sink: sqlight}\n", "config.yaml:7: audit.sink: expected sqlite | jsonl | none"),
+        (
+            "audit: {sink: sqlight}\n",
+            "config.yaml:7: audit.sink: expected sqlite | jsonl | postgres | none",
+        ),
     ],
 )
 def test_bad_sections_are_reported_where_they_are(tmp_path: Path, extra: str, problem: str) -> None:
