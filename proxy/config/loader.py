@@ -33,6 +33,7 @@ from proxy.config.routes import Mode as Mode
 from proxy.config.routes import Route as Route
 from proxy.config.routes import RouteMatch as RouteMatch
 from proxy.config.routes import read_routes
+from proxy.config.viewer import ViewerConfig, read_viewer
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 DEFAULTS_SOURCE = "<defaults>"
@@ -75,6 +76,7 @@ class Config:
     """Off for a Config built in code; `load_config` and `default_config` turn it on."""
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    viewer: ViewerConfig = field(default_factory=ViewerConfig)
 
 
 FileStamp = tuple[int, int, int]
@@ -173,6 +175,7 @@ class _Build:
     audit: AuditConfig | None = None
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    viewer: ViewerConfig = field(default_factory=ViewerConfig)
     sources: dict[str, FileStamp | None] = field(default_factory=dict)
     """The config file, then the policy files it names (found or not: a reload watches)."""
     # Names declared even when invalid, so a route naming one gets no second error.
@@ -198,6 +201,7 @@ class _Build:
             or AuditConfig(path=str(self.base_dir.absolute() / DEFAULT_PATHS["sqlite"])),
             metrics=self.metrics,
             auth=self.auth,
+            viewer=self.viewer,
         )
 
 
@@ -333,6 +337,10 @@ def _auth(build: _Build, value: object, path: KeyPath) -> None:
     build.auth = read_auth(build.read, value, path)
 
 
+def _viewer(build: _Build, value: object, path: KeyPath) -> None:
+    build.viewer = read_viewer(build.read, value, path, admin_keys=build.auth.admin_keys)
+
+
 SECTIONS: Mapping[str, Callable[[_Build, object, KeyPath], None]] = types.MappingProxyType(
     {
         "server": _server,
@@ -345,6 +353,8 @@ SECTIONS: Mapping[str, Callable[[_Build, object, KeyPath], None]] = types.Mappin
         # After `server`, whose port the admin listener must not take.
         "metrics": _metrics,
         "auth": _auth,
+        # After `auth`: a public viewer needs admin keys.
+        "viewer": _viewer,
     }
 )
 """Top-level section -> its parser, in the order they run; a new section is one entry."""

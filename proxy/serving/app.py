@@ -41,7 +41,7 @@ from proxy.observability.exchange import (
     notify,
     recording,
 )
-from proxy.observability.observers import metrics_routes, open_observability
+from proxy.observability.observers import metrics_routes, open_observability, viewer_routes
 from proxy.protocols import protocol_for
 from proxy.serving.edge import Edge, open_edge
 from proxy.serving.guard import PROXY_CREDENTIAL, Guard, Inflight
@@ -101,7 +101,11 @@ def create_app(
             # A reload swaps `live.current`; each exchange reads it once, at its start.
             yield {"edge": reloader.live, "reloader": reloader}
 
-    routes = [Route("/healthz", healthz, methods=["GET"]), *metrics_routes(config)]
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        *metrics_routes(config),
+        *viewer_routes(config),
+    ]
     return CuratorApp(
         Guard(proxy_endpoint, config=config, inflight=inflight),
         routes=routes,
