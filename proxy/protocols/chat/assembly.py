@@ -1,64 +1,22 @@
 """Reassembling a relayed chat completion, streamed (SSE) or not, for the audit log.
 
-The relay calls `feed` with every chunk it forwards, so that call only appends to a list,
-capped so that a runaway stream cannot exhaust memory. Parsing happens later, in the audit
-writer thread: chunk boundaries can fall anywhere (mid-line, mid-UTF-8 character) because
-the bytes are joined before they are decoded.
-
-Only choice 0 is assembled: agents ask for one completion, and the audit keeps what the
-client most likely used.
+Runs in the audit writer's thread on the joined bytes, so chunk boundaries can fall
+anywhere (mid-line, mid-UTF-8 character). Only choice 0 is assembled: agents ask for one
+completion, and the audit keeps what the client most likely used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 
-DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+from proxy.protocols.base import Assembled
+from proxy.protocols.wire import sse_events
+
 _SSE_STARTS = (b"data:", b":", b"event:", b"id:", b"retry:")
 """How an SSE stream's first line starts (a field name, or a comment)."""
-
-
-class Assembled(NamedTuple):
-    """The response as one message: text, tool calls, usage and why it ended."""
-
-    text: str
-    tool_calls: list[dict[str, Any]]
-    usage: dict[str, Any] | None
-    finish_reason: str | None
-
-
-class SSEAccumulator:
-    """Collects response bytes as they are relayed; parses them later, off the request path."""
-
-    __slots__ = ("_parts", "_size", "max_bytes", "truncated")
-
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
-        self._parts: list[bytes] = []
-        self._size = 0
-        self.max_bytes = max_bytes
-        self.truncated = False
-
-    def feed(self, chunk: bytes) -> None:
-        room = self.max_bytes - self._size
-        if len(chunk) > room:
-            self.truncated = True
-            chunk = chunk[: max(room, 0)]
-        if chunk:
-            self._parts.append(chunk)
-            self._size += len(chunk)
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    def data(self) -> bytes:
-        return b"".join(self._parts)
-
-    def assemble(self) -> Assembled:
-        return assemble(self.data())
 
 
 def assemble(data: bytes) -> Assembled:
@@ -99,7 +57,7 @@ def assemble_sse(data: bytes) -> Assembled:
     calls = _ToolCalls()
     usage: dict[str, Any] | None = None
     finish: str | None = None
-    for payload in _events(data.decode("utf-8", "replace")):
+    for payload in sse_events(data.decode("utf-8", "replace")):
         if payload == "[DONE]":
             break
         try:
@@ -118,24 +76,6 @@ def assemble_sse(data: bytes) -> Assembled:
             calls.add(delta)
         finish = _finish_reason(choice) or finish
     return Assembled("".join(text), calls.result(), usage, finish)
-
-
-def _events(text: str) -> Iterator[str]:
-    """The data of each SSE event (multi-line data joined with newlines)."""
-    lines: list[str] = []
-    # Not splitlines(): JSON may carry a raw U+2028, which it would treat as a line break.
-    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        if not line:
-            if lines:
-                yield "\n".join(lines)
-                lines = []
-            continue
-        field, _, value = line.partition(":")
-        if field == "data":
-            lines.append(value[1:] if value.startswith(" ") else value)
-    if lines:
-        # The stream ended (or was cut) without the blank line that closes an event.
-        yield "\n".join(lines)
 
 
 class _ToolCalls:
