@@ -194,7 +194,8 @@ def steps(draw: Draw, counter: Callable[[], int]) -> list[Item]:
             for i in ids
         ]
         results = [function_output(i, draw(outputs())) for i in draw(st.permutations(ids))]
-        return [*think, *calls, *results]
+        said = [assistant(draw(short_text), n)] if draw(st.booleans()) else []
+        return [*think, *said, *calls, *results]
     if kind == "custom":
         return [*think, custom_call(f"ct_{n}"), custom_output(f"ct_{n}", draw(outputs()))]
     if kind == "shell":

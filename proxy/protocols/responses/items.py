@@ -26,14 +26,13 @@ curated: `to_neutral` returns a skip reason and the request goes as sent.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
-from proxy.protocols.responses.kinds import answered_ids, call_id, kind, output_id
+from proxy.protocols.responses.kinds import CALLS, OUTPUTS, ROLES, call_id, output_id
 from proxy.protocols.responses.parts import to_neutral_content
 
 GROUP = "_responses_group"
@@ -42,6 +41,12 @@ INSTRUCTIONS = -1
 """`GROUP` of the system message standing for `instructions`."""
 
 GroupKind = Literal["message", "calls", "output", "opaque"]
+_KINDS: dict[object, str] = {
+    "message": "message",
+    "reasoning": "reasoning",
+    **dict.fromkeys(CALLS, "call"),
+    **dict.fromkeys(OUTPUTS, "output"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +56,7 @@ class Group:
     kind: GroupKind
     items: tuple[int, ...]
     primary: int
-    """The item whose content the message carries (-1 for a calls message)."""
+    """The item whose content the message carries (-1: none, for calls alone)."""
     editable: bool
     """True when a changed content can be written back in the client's shape."""
 
@@ -74,111 +79,154 @@ class Mapped:
 class _Builder:
     """Walks the items once, grouping them; local to one `to_neutral` call."""
 
+    __slots__ = ("block", "groups", "items", "kinds", "open", "pending", "primaries", "riders")
+
     def __init__(self, items: Sequence[Mapping[str, Any]]) -> None:
         self.items = items
-        self.answered = answered_ids(items)
         self.groups: list[list[int]] = []
         self.kinds: list[GroupKind] = []
-        self.reasoning: list[int] = []
-        self.pending: Counter[str] = Counter()
-        self.block: int | None = None
-        """The open calls group, while no output came yet (later calls join it)."""
+        self.primaries: list[int] = []
+        self.riders: list[int] = []
+        """Reasoning items waiting for the item they belong to."""
+        self.pending: dict[str, int] = {}
+        self.open = 0
+        """Calls still waiting for their output."""
+        self.block = -1
+        """The group later calls join: an assistant message or calls with no output yet."""
 
-    def add(self, i: int) -> str | None:
-        item = self.items[i]
-        k = kind(item, self.answered)
+    def add(self, i: int, item: Mapping[str, Any]) -> str | None:
+        t = item.get("type")
+        k = _KINDS.get(t, "opaque") if t is not None else "message"
         if k == "reasoning":
-            self.reasoning.append(i)
+            self.riders.append(i)
             return None
         if k == "output":
-            cid = output_id(item)
-            if self.reasoning:
-                return "reasoning_before_output"
-            if cid is None or not self.pending[cid]:
-                return "unpaired_output"
-            self.pending[cid] -= 1
-            self.block = None
-            self._group("output", [i])
-            return None
-        if k == "call" and self.block is not None:
-            self.groups[self.block].extend([*self.reasoning, i])
-            self.reasoning.clear()
-            self.pending[call_id(item) or ""] += 1
-            return None
-        if +self.pending:
-            return "unanswered_call"
-        self.block = None
+            return self._output(i, item)
+        if k == "call" and t == "mcp_approval_request" and not _answered(self.items, i):
+            k = "opaque"  # the model may leave it pending: a unit of its own
         if k == "call":
-            self.pending[call_id(item) or ""] += 1
-            self.block = len(self.groups)
-            self._group("calls", [i])
+            cid = call_id(item) or ""
+            self.pending[cid] = self.pending.get(cid, 0) + 1
+            self.open += 1
+            if self.block >= 0:
+                self.groups[self.block].extend(self.riders)
+                self.groups[self.block].append(i)
+                self.kinds[self.block] = "calls"
+                self.riders.clear()
+                return None
+            self.block = self._group("calls", i, -1)
             return None
-        self._group("message" if k == "message" else "opaque", [i])
+        if self.open:
+            return "unanswered_call"
+        said = k == "message" and item.get("role") in ROLES and "content" in item
+        n = self._group("message" if said else "opaque", i, i)
+        self.block = n if said and item.get("role") == "assistant" else -1
         return None
 
-    def _group(self, k: GroupKind, items: list[int]) -> None:
-        self.groups.append([*self.reasoning, *items])
+    def _output(self, i: int, item: Mapping[str, Any]) -> str | None:
+        if self.riders:
+            return "reasoning_before_output"
+        cid = output_id(item)
+        left = self.pending.get(cid, 0) if cid is not None else 0
+        if not left:
+            return "unpaired_output"
+        self.pending[cid] = left - 1  # type: ignore[index]  # cid is a str when left > 0
+        self.open -= 1
+        self.block = -1
+        self._group("output", i, i)
+        return None
+
+    def _group(self, k: GroupKind, i: int, primary: int) -> int:
+        self.groups.append([*self.riders, i])
         self.kinds.append(k)
-        self.reasoning.clear()
+        self.primaries.append(primary)
+        self.riders.clear()
+        return len(self.groups) - 1
 
     def finish(self) -> str | None:
-        if self.reasoning:
+        if self.riders:
             return "orphan_reasoning"
-        return "unanswered_call" if +self.pending else None
+        return "unanswered_call" if self.open else None
+
+
+def _answered(items: Sequence[Mapping[str, Any]], i: int) -> bool:
+    """Whether an MCP approval request has its response later in the list (rare: a scan)."""
+    rid = items[i].get("id")
+    return any(
+        item.get("type") == "mcp_approval_response" and item.get("approval_request_id") == rid
+        for item in items[i + 1 :]
+    )
 
 
 def to_neutral(items: Sequence[object], instructions: object = None) -> Mapped | str:
     """The mapped request, or why it cannot be curated (a skip reason)."""
-    if not all(isinstance(item, dict) for item in items):
-        return "bad_items"
+    for item in items:  # a plain loop: this runs on every request
+        if type(item) is not dict:
+            return "bad_items"
     checked: Sequence[Mapping[str, Any]] = items  # type: ignore[assignment]
     builder = _Builder(checked)
-    for i in range(len(checked)):
-        problem = builder.add(i)
+    add = builder.add
+    for i, item in enumerate(checked):
+        problem = add(i, item)
         if problem is not None:
             return problem
     problem = builder.finish()
     if problem is not None:
         return problem
-    groups = tuple(
-        _frozen(checked, k, tuple(ids))
-        for k, ids in zip(builder.kinds, builder.groups, strict=True)
-    )
-    messages = [_message(checked, g, n) for n, g in enumerate(groups)]
+    groups: list[Group] = []
+    messages: list[dict[str, Any]] = []
     if instructions is not None:
         # A string as chat has it; any other shape is priced by its size, never edited.
         content = instructions if isinstance(instructions, str) else [instructions]
-        messages.insert(0, {"role": "system", "content": content, GROUP: INSTRUCTIONS})
-    offset = 0 if instructions is None else 1
-    return Mapped(checked, messages, groups, offset)
+        messages.append({"role": "system", "content": content, GROUP: INSTRUCTIONS})
+    shape = zip(builder.kinds, builder.groups, builder.primaries, strict=True)
+    for n, (k, ids, primary) in enumerate(shape):
+        group = _frozen(checked, k, tuple(ids), primary)
+        groups.append(group)
+        messages.append(_message(checked, group, n))
+    return Mapped(checked, messages, tuple(groups), 0 if instructions is None else 1)
 
 
-def _frozen(items: Sequence[Mapping[str, Any]], k: GroupKind, ids: tuple[int, ...]) -> Group:
-    if k == "calls":
-        return Group(k, ids, -1, editable=True)
-    primary = ids[-1]
-    alone = len(ids) == 1  # no reasoning rides along
-    field = "output" if k == "output" else "content"
-    shaped = isinstance(items[primary].get(field), str | list)
+def _frozen(
+    items: Sequence[Mapping[str, Any]], k: GroupKind, ids: tuple[int, ...], primary: int
+) -> Group:
+    if primary < 0:
+        return Group(k, ids, primary, editable=False)
+    alone = len(ids) == 1 or (k == "calls" and not _has_riders(items, ids))
+    value = items[primary].get("output" if k == "output" else "content")
+    shaped = type(value) is str or type(value) is list
     return Group(k, ids, primary, editable=k != "opaque" and alone and shaped)
 
 
+def _has_riders(items: Sequence[Mapping[str, Any]], ids: tuple[int, ...]) -> bool:
+    return any(items[i].get("type") == "reasoning" for i in ids)
+
+
 def _message(items: Sequence[Mapping[str, Any]], group: Group, n: int) -> dict[str, Any]:
+    k = group.kind
+    if len(group.items) == 1 and k != "calls":
+        item = items[group.primary]
+        if k == "message":
+            return {"role": item["role"], "content": to_neutral_content(item["content"]), GROUP: n}
+        if k == "output":
+            result = to_neutral_content(item["output"]) if group.editable else [item]
+            return {"role": "tool", "tool_call_id": output_id(item), "content": result, GROUP: n}
+        return {"role": "assistant", "content": [item], GROUP: n}
     riders = [items[i] for i in group.items if items[i].get("type") == "reasoning"]
-    if group.kind == "calls":
-        calls = [_call(items[i]) for i in group.items if items[i].get("type") != "reasoning"]
-        return {"role": "assistant", "content": riders or None, "tool_calls": calls, GROUP: n}
-    item = items[group.primary]
-    if group.kind == "opaque":
-        return {"role": "assistant", "content": [*riders, item], GROUP: n}
-    if group.kind == "output":
-        content = to_neutral_content(item["output"]) if group.editable else [item]
-        return {"role": "tool", "tool_call_id": output_id(item), "content": content, GROUP: n}
-    content = to_neutral_content(item.get("content"))
-    if riders:
-        parts = content if isinstance(content, list) else [{"type": "text", "text": content}]
-        content = [*riders, *parts]
-    return {"role": item["role"], "content": content, GROUP: n}
+    content: Any = None
+    if group.primary >= 0:
+        item = items[group.primary]
+        content = to_neutral_content(item.get("content"))
+        if riders:
+            text = content if isinstance(content, list) else [{"type": "text", "text": content}]
+            content = [*riders, *text] if k != "opaque" else [*riders, item]
+    elif riders:
+        content = riders
+    if k != "calls":
+        role = items[group.primary].get("role") if k == "message" else "assistant"
+        return {"role": role, "content": content, GROUP: n}
+    calls = [_call(items[i]) for i in group.items if _KINDS.get(items[i].get("type")) == "call"]
+    return {"role": "assistant", "content": content, "tool_calls": calls, GROUP: n}
 
 
 def _call(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,10 +10,8 @@ their call and its result in one item, so they are opaque too: kept whole, never
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal
-
-Kind = Literal["message", "call", "output", "reasoning", "opaque"]
+from collections.abc import Mapping
+from typing import Any
 
 ROLES = frozenset({"system", "developer", "user", "assistant"})
 CALLS = frozenset(
@@ -40,22 +38,6 @@ OUTPUTS = frozenset(
 )
 
 
-def kind(item: Mapping[str, Any], answered: frozenset[str]) -> Kind:
-    """The item's kind; `answered` holds the call ids some output in the request answers."""
-    t = item.get("type")
-    if t is None or t == "message":
-        return "message" if item.get("role") in ROLES and "content" in item else "opaque"
-    if t == "reasoning":
-        return "reasoning"
-    if t in CALLS and call_id(item) is not None:
-        if t == "mcp_approval_request" and call_id(item) not in answered:
-            return "opaque"
-        return "call"
-    if t in OUTPUTS and output_id(item) is not None:
-        return "output"
-    return "opaque"
-
-
 def call_id(item: Mapping[str, Any]) -> str | None:
     """The id a call's output answers with."""
     key = "id" if item.get("type") == "mcp_approval_request" else "call_id"
@@ -71,13 +53,3 @@ def output_id(item: Mapping[str, Any]) -> str | None:
         if isinstance(value, str):
             return value
     return None
-
-
-def answered_ids(items: Sequence[object]) -> frozenset[str]:
-    ids = set()
-    for item in items:
-        if isinstance(item, dict) and item.get("type") in OUTPUTS:
-            found = output_id(item)
-            if found is not None:
-                ids.add(found)
-    return frozenset(ids)

@@ -57,6 +57,7 @@ class ResponsesAPI:
         mapped = to_neutral(items, parsed.get("instructions"))
         if isinstance(mapped, str):
             request.skip = mapped
+            request.messages = items  # what the audit log shows; never curated
             return request
         request.messages = list(mapped.messages)
         request.state = mapped

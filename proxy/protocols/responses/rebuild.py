@@ -19,7 +19,7 @@ from typing import Any
 
 from policies.messages import MAPPING, Message
 from proxy.protocols.responses.items import GROUP, INSTRUCTIONS, Group, Mapped
-from proxy.protocols.responses.kinds import call_id
+from proxy.protocols.responses.kinds import CALLS, call_id
 from proxy.protocols.responses.parts import from_neutral_content
 
 
@@ -46,10 +46,10 @@ def _changed(
 ) -> list[Mapping[str, Any]]:
     items = [mapped.items[i] for i in group.items]
     if group.kind == "calls":
-        return _calls(items, msg)
+        items = _calls(items, msg)
     if not group.editable or msg.get("content") is neutral.get("content"):
         return items
-    item = items[-1]
+    item = mapped.items[group.primary]
     field = "output" if group.kind == "output" else "content"
     role = str(item.get("role") or "")
     content = from_neutral_content(
@@ -57,7 +57,7 @@ def _changed(
     )
     if content is None:
         return items
-    return [{**item, field: content}]
+    return [{**x, field: content} if x is item else x for x in items]
 
 
 def _calls(items: list[Mapping[str, Any]], msg: Message) -> list[Mapping[str, Any]]:
@@ -70,8 +70,8 @@ def _calls(items: list[Mapping[str, Any]], msg: Message) -> list[Mapping[str, An
             by_id.setdefault(call.get("id"), []).append(call)
     out: list[Mapping[str, Any]] = []
     for item in items:
-        if item.get("type") == "reasoning":
-            out.append(item)
+        if item.get("type") not in CALLS:
+            out.append(item)  # its reasoning, or the message the calls came with
             continue
         left = by_id.get(call_id(item))
         if not left:

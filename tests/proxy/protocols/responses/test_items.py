@@ -91,6 +91,20 @@ def test_calls_become_one_tool_block_with_reasoning_riding_along() -> None:
     ]
 
 
+def test_an_assistant_message_and_its_calls_are_one_chat_message() -> None:
+    items = [r.user(), r.assistant("Reading it.", 1), r.function_call("a"), r.function_output("a")]
+    m = mapped(items, None)
+    assert [x["role"] for x in m.messages] == ["user", "assistant", "tool"]
+    assert m.messages[1]["content"] == [{"type": "text", "text": "Reading it."}]
+    cut = {**m.messages[1], "content": "Read."}
+    call = cut["tool_calls"][0]
+    cut["tool_calls"] = [{**call, "function": {**call["function"], "arguments": "{}"}}]
+    back = rebuild(m, [m.messages[0], cut, m.messages[2]])
+    assert back[1] == {**items[1], "content": [{**items[1]["content"][0], "text": "Read."}]}
+    assert back[2] == {**items[2], "arguments": "{}"}
+    assert back[3] is items[3]
+
+
 @pytest.mark.parametrize(
     ("items", "reason"),
     [
