@@ -5,10 +5,12 @@ writer thread (threads do not survive the fork/spawn that starts `--workers`) an
 metric families. On shutdown the writer gets `AUDIT_CLOSE_TIMEOUT_S` to write what is
 queued, and a multiprocess worker drops its live gauges.
 
-`AuditObserver` turns a finished chat exchange into one audit entry, plus one per model call
+`AuditObserver` turns a finished curated exchange into one audit entry (its `kind` the
+protocol's name), plus one per model call
 a summarizer made for it (kind "summarizer", linked by `parent_id`). It only references what
 the exchange already holds; copying, assembling, redacting and writing happen in the writer
-thread. Non-chat paths and `mode: off` routes get no audit record; metrics count them all.
+thread. Paths no protocol curates and `mode: off` routes get no audit record; metrics count
+them all.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ from starlette.routing import Route
 
 from proxy.config.loader import Config
 from proxy.errors import ProxyError
-from proxy.observability.audit.entry import AuditEntry
+from proxy.observability.audit.entry import SUMMARIZER, AuditEntry
 from proxy.observability.audit.writer import AuditWriter, Outcome, open_audit
 from proxy.observability.exchange import ExchangeRecord, Observer, SummaryCall, new_id
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.metrics.labels import labels_for
 from proxy.observability.metrics.multiproc import mark_worker_dead
+from proxy.protocols.chat import CHAT
 from proxy.serving.admin import admin_listener
 
 log = logging.getLogger("curator.observers")
@@ -146,7 +149,7 @@ async def _scrape(request: Request) -> Response:
 
 
 class AuditObserver:
-    """Submits the audit entries of a finished chat exchange (never blocks, never raises)."""
+    """Submits the audit entries of a finished curated exchange (never blocks, never raises)."""
 
     __slots__ = ("_metrics", "_writer")
 
@@ -155,22 +158,25 @@ class AuditObserver:
         self._metrics = metrics
 
     def __call__(self, record: ExchangeRecord) -> None:
-        if record.mode is None or record.mode == "off":
+        if record.protocol is None or record.mode == "off":
             return
         for call in record.summary_calls:
             self._writer.submit(summary_entry(record, call))
-        self._writer.submit(chat_entry(record))
+        self._writer.submit(exchange_entry(record))
         if self._metrics is not None:
             self._metrics.audit_queue_depth.set(self._writer.queue_depth())
 
 
-def chat_entry(record: ExchangeRecord) -> AuditEntry:
-    """The audit entry of a chat request: what the client sent, what the model saw, the reply."""
-    original = record.original if record.original is not None else _sent_messages(record)
+def exchange_entry(record: ExchangeRecord) -> AuditEntry:
+    """The audit entry of a curated request: what the client sent, what the model saw, the
+    reply."""
+    original = record.original if record.original is not None else ()
     curated = record.curated if record.curated is not record.original else None
     return AuditEntry(
         id=record.id,
         time=record.started_at,
+        kind=record.protocol.name if record.protocol is not None else "",
+        protocol=record.protocol or CHAT,
         route=record.route,
         policy=record.policy,
         mode=_audit_mode(record),
@@ -181,7 +187,7 @@ def chat_entry(record: ExchangeRecord) -> AuditEntry:
         actions=record.actions,
         tokens_before=record.tokens_before,
         tokens_after=record.tokens_after,
-        skip_reason=record.skipped,
+        skip_reason=record.skip_reason,
         status=record.status,
         latency_ms=record.latency_s * 1000,
         ttfb_ms=record.ttfb_s * 1000 if record.ttfb_s is not None else None,
@@ -194,13 +200,7 @@ def _audit_mode(record: ExchangeRecord) -> str:
     """How the proxy handled the request, as the audit log says it."""
     if record.mode == "shadow":
         return "shadow"
-    return "skipped" if record.skipped is not None else "curated"
-
-
-def _sent_messages(record: ExchangeRecord) -> Sequence[Any]:
-    """A skipped request's messages as sent (whatever their shape), if it had a list."""
-    messages = record.body.get("messages") if record.body is not None else None
-    return messages if isinstance(messages, list) else ()
+    return "skipped" if record.skip_reason is not None else "curated"
 
 
 def _response(record: ExchangeRecord) -> Any:
@@ -217,7 +217,7 @@ def summary_entry(record: ExchangeRecord, call: SummaryCall) -> AuditEntry:
     return AuditEntry(
         id=new_id(),
         time=call.started_at,
-        kind="summarizer",
+        kind=SUMMARIZER,
         parent_id=record.id,
         route=record.route,
         policy=record.policy,

@@ -51,7 +51,8 @@ class WireRequest:
     skip: str | None = None
     """Why this request cannot be curated (`x-curator-skipped`), None when it can."""
     messages: list[Message] = field(default_factory=list)
-    """The neutral messages the curators see; empty when `skip` is set."""
+    """The neutral messages the curators see. With `skip` set, what could be read of them
+    (the audit log shows it), whatever their shape; never curated."""
     facts: Mapping[str, Any] = field(default_factory=dict)
     """What the policy reads, in chat-completions form: `model`, `tools` (or `functions`),
     `max_completion_tokens` / `max_tokens`. For chat, the body itself."""

@@ -14,17 +14,20 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from policies.base import Action
 from policies.messages import Message
+from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.redact import Redactor, mask
-from proxy.observability.audit.sse import Assembled, SSEAccumulator, assemble
+from proxy.protocols.base import Assembled, WireProtocol
+from proxy.protocols.chat import CHAT
 
-Kind = Literal["chat", "summarizer"]
-Response = SSEAccumulator | bytes | str | None
+SUMMARIZER = "summarizer"
+"""The `kind` of a summarizer's model call; a curated request's is its protocol's name."""
+Response = BodyCapture | bytes | str | None
 Clean = Callable[[object], Any]
 """Redaction, or masking when redaction failed."""
 ERROR_TEXT_LIMIT = 64 * 1024
@@ -51,7 +54,7 @@ class AuditEntry:
     """The x-curator-request-id header."""
     time: float
     """When the request arrived, in seconds since the epoch."""
-    kind: Kind = "chat"
+    kind: str = "chat"
     parent_id: str | None = None
     """For a summarizer call: the id of the request it summarized for."""
     route: str | None = None
@@ -77,6 +80,8 @@ class AuditEntry:
     incomplete: str | None = None
     """Why the client got no complete response (the upstream's error code mid-response,
     `client_disconnect`, `shutdown`); None when it was complete."""
+    protocol: WireProtocol = CHAT
+    """Reads `response` (a summarizer's calls are chat completions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,12 +270,11 @@ class RecordBuilder:
             return None, None
         if isinstance(body, str):
             parsed = Assembled(body, [], None, None)
-        elif isinstance(body, SSEAccumulator):
-            parsed = body.assemble()
         else:
-            parsed = assemble(body)
+            data = body.data() if isinstance(body, BodyCapture) else body
+            parsed = entry.protocol.assemble(data)
         # Cut short: by the accumulator's byte cap, or because the response never ended.
-        truncated = isinstance(body, SSEAccumulator) and body.truncated
+        truncated = isinstance(body, BodyCapture) and body.truncated
         return {**parsed._asdict(), "truncated": truncated or entry.incomplete is not None}, None
 
 
@@ -305,10 +309,10 @@ def _action(action: Action) -> dict[str, Any]:
     }
 
 
-def _error_body(body: SSEAccumulator | bytes | str) -> Any:
+def _error_body(body: BodyCapture | bytes | str) -> Any:
     if isinstance(body, str):
         return body[:ERROR_TEXT_LIMIT]
-    data = body.data() if isinstance(body, SSEAccumulator) else body
+    data = body.data() if isinstance(body, BodyCapture) else body
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:

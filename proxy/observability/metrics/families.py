@@ -207,8 +207,8 @@ class Metrics:
             meters = self._meters[key] = self._exchange_meters(*key)
         meters.requests.inc()
         route = meters.route
-        if record.skipped is not None:
-            reason = record.skipped if record.skipped in KNOWN_SKIPS else OTHER
+        if record.skip_reason is not None:
+            reason = record.skip_reason if record.skip_reason in KNOWN_SKIPS else OTHER
             self._child(self.skipped, reason).inc()
         if record.tokens_before is not None and record.tokens_after is not None:
             meters.tokens_before.inc(record.tokens_before)

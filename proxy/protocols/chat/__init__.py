@@ -42,11 +42,11 @@ class ChatCompletions:
         if not isinstance(messages, list) or not messages:
             request.skip = "no_messages"
             return request
+        request.messages = messages
         for msg in messages:  # a plain loop: this runs on every request
             if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
                 request.skip = "bad_messages"
                 return request
-        request.messages = messages
         return request
 
     def rebuild(self, request: WireRequest, curated: Sequence[Message]) -> bytes:
