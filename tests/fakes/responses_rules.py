@@ -213,11 +213,14 @@ def events(done: dict[str, Any]) -> list[bytes]:
             started["content"] = []
         out.append(_event("response.output_item.added", seq, output_index=index, item=started))
         if item["type"] == "message":
-            text = item["content"][0]["text"]
+            part = item["content"][0]
             ids = {"item_id": item["id"], "output_index": index, "content_index": 0}
-            for piece in _pieces(text):
+            empty = {**part, "text": ""}
+            out.append(_event("response.content_part.added", seq, **ids, part=empty))
+            for piece in _pieces(part["text"]):
                 out.append(_event("response.output_text.delta", seq, **ids, delta=piece))
-            out.append(_event("response.output_text.done", seq, **ids, text=text))
+            out.append(_event("response.output_text.done", seq, **ids, text=part["text"]))
+            out.append(_event("response.content_part.done", seq, **ids, part=part))
         else:
             ids = {"item_id": item["id"], "output_index": index}
             args = item["arguments"]
