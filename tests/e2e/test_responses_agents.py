@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import orjson
 import pytest
 from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
@@ -17,10 +18,13 @@ from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
 from policies.tool_results import ToolResultTruncation
 from proxy.config.loader import Config, Route, RouteMatch, ServerConfig, UpstreamConfig
+from proxy.observability.exchange import ExchangeRecord
 from proxy.serving.app import create_app
 from proxy.serving.server import uvicorn_options
 from tests import factories as f
 from tests.e2e.conftest import SMALL_MODEL, SMALL_WINDOW
+from tests.e2e.test_shadow import record_of
+from tests.fakes import responses_items as r
 from tests.fakes.servers import ServerThread
 from tests.fakes.upstream import Behavior, FakeOpenAI, ToolCall
 
@@ -48,9 +52,14 @@ def modes_config(fake_origin: str) -> Config:
 
 
 @pytest.fixture(scope="module")
-def origin(fake_server: FakeOpenAI) -> Iterator[str]:
+def records() -> list[ExchangeRecord]:
+    return []
+
+
+@pytest.fixture(scope="module")
+def origin(fake_server: FakeOpenAI, records: list[ExchangeRecord]) -> Iterator[str]:
     set_tracing_disabled(True)  # the SDK would export traces to OpenAI otherwise
-    app = create_app(modes_config(fake_server.origin))
+    app = create_app(modes_config(fake_server.origin), observers=(records.append,))
     with ServerThread(app, **{**uvicorn_options(), "log_level": "warning"}) as server:
         yield server.origin
 
@@ -114,3 +123,24 @@ async def test_shadow_and_off_send_the_agents_bytes(
         await run_agent(origin, fake, mode)
     last = fake.requests[-1].json()
     assert len(last["input"]) == 2 * len(fake.requests) - 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_record_has_its_kind_and_the_upstreams_usage(
+    origin: str, fake: FakeOpenAI, records: list[ExchangeRecord], stream: bool
+) -> None:
+    body = {"model": "gpt-4o", "input": [r.user("Status?")], "stream": stream}
+    response = httpx.post(origin + "/v1/responses", json=body, timeout=30)
+    assert response.status_code == 200
+    record = record_of(records, response.headers)
+    assert record.protocol is not None
+    assert record.protocol.name == "responses"
+    usage = record.usage()
+    assert usage is not None
+    sent = fake.sent[-1]
+    done = orjson.loads(sent) if not stream else orjson.loads(sent.split(b"data: ")[-1])
+    reported = done["usage"] if not stream else done["response"]["usage"]
+    assert usage.input_tokens == reported["input_tokens"]
+    assert usage.output_tokens == reported["output_tokens"]
+    assert usage.cached_tokens == 0
+    assert record.protocol.assemble(response.content).text == "Hello from the fake upstream."
