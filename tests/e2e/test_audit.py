@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import random
+import sqlite3
 import string
 import time
 from collections.abc import Iterator
@@ -170,6 +171,8 @@ def wait_for_records(db: Path, ids: list[str]) -> None:
             try:
                 if all(reader.get(rid) is not None for rid in ids):
                     return
+            except sqlite3.OperationalError:  # the file exists, its tables not yet
+                pass
             finally:
                 reader.close()
         time.sleep(0.025)
