@@ -79,7 +79,17 @@ class Mapped:
 class _Builder:
     """Walks the items once, grouping them; local to one `to_neutral` call."""
 
-    __slots__ = ("block", "groups", "items", "kinds", "open", "pending", "primaries", "riders")
+    __slots__ = (
+        "approvals",
+        "block",
+        "groups",
+        "items",
+        "kinds",
+        "open",
+        "pending",
+        "primaries",
+        "riders",
+    )
 
     def __init__(self, items: Sequence[Mapping[str, Any]]) -> None:
         self.items = items
@@ -93,16 +103,18 @@ class _Builder:
         """Calls still waiting for their output."""
         self.block = -1
         """The group later calls join: an assistant message or calls with no output yet."""
+        self.approvals: frozenset[str] | None = None
 
     def add(self, i: int, item: Mapping[str, Any]) -> str | None:
         t = item.get("type")
-        k = _KINDS.get(t, "opaque") if t is not None else "message"
+        # Only a string type can name a kind (any JSON value may come: a list is unhashable).
+        k = _KINDS.get(t, "opaque") if type(t) is str else "message" if t is None else "opaque"
         if k == "reasoning":
             self.riders.append(i)
             return None
         if k == "output":
             return self._output(i, item)
-        if k == "call" and t == "mcp_approval_request" and not _answered(self.items, i):
+        if k == "call" and t == "mcp_approval_request" and call_id(item) not in self._answered():
             k = "opaque"  # the model may leave it pending: a unit of its own
         if k == "call":
             cid = call_id(item) or ""
@@ -122,6 +134,11 @@ class _Builder:
         n = self._group("message" if said else "opaque", i, i)
         self.block = n if said and item.get("role") == "assistant" else -1
         return None
+
+    def _answered(self) -> frozenset[str]:
+        if self.approvals is None:  # once, and only for a list holding approval requests
+            self.approvals = _approvals(self.items)
+        return self.approvals
 
     def _output(self, i: int, item: Mapping[str, Any]) -> str | None:
         if self.riders:
@@ -149,12 +166,13 @@ class _Builder:
         return "unanswered_call" if self.open else None
 
 
-def _answered(items: Sequence[Mapping[str, Any]], i: int) -> bool:
-    """Whether an MCP approval request has its response later in the list (rare: a scan)."""
-    rid = items[i].get("id")
-    return any(
-        item.get("type") == "mcp_approval_response" and item.get("approval_request_id") == rid
-        for item in items[i + 1 :]
+def _approvals(items: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The approval request ids some `mcp_approval_response` answers."""
+    return frozenset(
+        item["approval_request_id"]
+        for item in items
+        if item.get("type") == "mcp_approval_response"
+        and type(item.get("approval_request_id")) is str
     )
 
 
@@ -177,7 +195,7 @@ def to_neutral(items: Sequence[object], instructions: object = None) -> Mapped |
     messages: list[dict[str, Any]] = []
     if instructions is not None:
         # A string as chat has it; any other shape is priced by its size, never edited.
-        content = instructions if isinstance(instructions, str) else [instructions]
+        content = instructions if isinstance(instructions, str) else [_opaque(instructions)]
         messages.append({"role": "system", "content": content, GROUP: INSTRUCTIONS})
     shape = zip(builder.kinds, builder.groups, builder.primaries, strict=True)
     for n, (k, ids, primary) in enumerate(shape):
@@ -185,6 +203,10 @@ def to_neutral(items: Sequence[object], instructions: object = None) -> Mapped |
         groups.append(group)
         messages.append(_message(checked, group, n))
     return Mapped(checked, messages, tuple(groups), 0 if instructions is None else 1)
+
+
+def _opaque(value: object) -> dict[str, Any]:
+    return {"type": "instructions", "value": value}
 
 
 def _frozen(

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-ROLES = frozenset({"system", "developer", "user", "assistant"})
+ROLES = ("system", "developer", "user", "assistant")
+"""A tuple: `in` compares any value, even an unhashable one."""
 CALLS = frozenset(
     {
         "function_call",

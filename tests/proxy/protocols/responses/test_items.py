@@ -261,3 +261,39 @@ def _same_item(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 def test_neutral_messages_carry_their_group() -> None:
     m = mapped(every_kind())
     assert all(isinstance(msg[GROUP], int) for msg in m.messages)
+
+
+WORDS = (
+    *r.HOSTED,
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "mcp_approval_request",
+    "mcp_approval_response",
+    "message",
+    "user",
+    "assistant",
+    "c1",
+)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+fields = st.sampled_from(
+    ["type", "role", "content", "call_id", "id", "output", "approval_request_id"]
+)
+soup_items = st.dictionaries(fields, json_values | st.sampled_from(WORDS), max_size=5)
+
+
+@settings(max_examples=300)
+@given(st.lists(soup_items | json_values, max_size=8), json_values)
+def test_any_json_maps_or_says_why_and_round_trips(items: list[Any], instructions: object) -> None:
+    out = to_neutral(items, instructions)
+    if isinstance(out, str):
+        return
+    back = rebuild(out, out.messages)
+    assert all(a is b for a, b in zip(back, items, strict=True))
+    assert f.tokens(out.messages) > 0
