@@ -41,27 +41,23 @@ class ResponsesAPI:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
             check_depth(raw, None, limits.max_json_depth)
-            return WireRequest(raw, None, skip="invalid_json")
+            return WireRequest(raw, None, None, "invalid_json", (), {})
         if not isinstance(parsed, dict):
-            return WireRequest(raw, None, skip="not_an_object")
+            return WireRequest(raw, None, None, "not_an_object", (), {})
         items = parsed.get("input")
         check_count(items, limits.max_messages, noun="items", param="input")
         check_depth(raw, parsed, limits.max_json_depth)
         model = parsed.get("model")
-        request = WireRequest(raw, parsed, model if isinstance(model, str) else None)
-        request.facts = budget_body(parsed)
-        request.skip = _skip(parsed, items)
-        if request.skip is not None:
-            return request
-        assert isinstance(items, list)  # _skip said so
+        model = model if isinstance(model, str) else None
+        facts = budget_body(parsed)
+        skip = _skip(parsed, items)
+        if skip is not None or not isinstance(items, list):
+            return WireRequest(raw, parsed, model, skip, (), facts)
         mapped = to_neutral(items, parsed.get("instructions"))
         if isinstance(mapped, str):
-            request.skip = mapped
-            request.messages = items  # what the audit log shows; never curated
-            return request
-        request.messages = list(mapped.messages)
-        request.state = mapped
-        return request
+            # The items as sent are what the audit log shows; never curated.
+            return WireRequest(raw, parsed, model, mapped, items, facts)
+        return WireRequest(raw, parsed, model, None, mapped.messages, facts, mapped)
 
     def rebuild(self, request: WireRequest, curated: Sequence[Message]) -> bytes:
         mapped: Mapped = request.state
