@@ -1,7 +1,8 @@
 """INPUT for `curator simulate`, read liberally so that whatever a user has at hand works:
 
-- one JSON value: a chat request (`{"model", "messages", ...}`), an audit record, an array
-  of those, or a bare array of messages (one request);
+- one JSON value: a chat request (`{"model", "messages", ...}`), a Responses API request
+  (`{"model", "input": [...], ...}`, its items seen as the curators see them), an audit
+  record, an array of those, or a bare array of messages (one request);
 - JSONL: one request or audit record per line, a conversation's successive requests
   (`curator audit export` output works as is). Blank lines are skipped.
 An object is a request when it has a `messages` list, wraps one under `request` or `body`,
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.messages import Message
+from proxy.protocols.responses.facts import budget_body
+from proxy.protocols.responses.items import to_neutral
 
 Body = dict[str, Any]
 
@@ -93,6 +96,8 @@ def _request(item: object, where: str, line: int) -> Request | None:
         return _request({"model": item.get("model"), **inner}, where, line)
     if isinstance(item.get("messages"), list):
         body = dict(item)
+    elif isinstance(item.get("input"), list):
+        body = _responses_body(item, where)
     elif isinstance(item.get("original"), list):
         body = {"model": item.get("model"), "messages": item["original"]}
         body.update({"tools": item["tools"]} if isinstance(item.get("tools"), list) else {})
@@ -108,6 +113,14 @@ def _request(item: object, where: str, line: int) -> Request | None:
                 f'{where}: messages[{i}]: expected an object with a "role", got {got}'
             )
     return Request(line, body)
+
+
+def _responses_body(item: Body, where: str) -> Body:
+    """A Responses request as the chat body its curation works on (`proxy.protocols.responses`)."""
+    mapped = to_neutral(item["input"], item.get("instructions"))
+    if isinstance(mapped, str):
+        raise SimulateError(f"{where}: a Responses request the proxy forwards uncurated: {mapped}")
+    return {**budget_body(item), "messages": mapped.messages}
 
 
 def _nonempty(path: str, found: Sequence[Request | None]) -> list[Request]:

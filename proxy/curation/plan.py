@@ -227,8 +227,11 @@ def _run_chain(request: Pending, counter: TokenCounter) -> CurationResult:
         return policy.curate(wire.messages, wire.facts, counter, hints=request.hints)
     # An empty chain (passthrough) changes nothing, so only the count is needed; skipping
     # the budget (tool definitions, window lookup) saves a measurable share per request.
-    tokens = counter.count_messages(wire.messages, wire.model or "")
-    return CurationResult(wire.messages, (), tokens, tokens)
+    messages = wire.messages
+    tokens = counter.count_messages(messages, wire.model or "")
+    return CurationResult(
+        messages if isinstance(messages, list) else list(messages), (), tokens, tokens
+    )
 
 
 def _reject_or_fail_open(request: Pending, exc: Exception) -> Plan:

@@ -33,7 +33,7 @@ from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import ProxyError
 from proxy.observability.audit.entry import SUMMARIZER, AuditEntry
 from proxy.observability.audit.sinks.base import STDOUT
-from proxy.observability.audit.writer import AuditWriter, Outcome, open_audit
+from proxy.observability.audit.writer import AuditWriter, WriteOutcome, open_audit
 from proxy.observability.exchange import (
     ExchangeRecord,
     FirstAttempt,
@@ -151,7 +151,7 @@ def _open_writer(config: Config, metrics: Metrics | None) -> AuditWriter | None:
         return None
     holder: list[AuditWriter] = []
 
-    def on_outcome(outcome: Outcome) -> None:
+    def on_outcome(outcome: WriteOutcome) -> None:
         if metrics is not None:
             depth = holder[0].queue_depth() if holder else 0
             metrics.audit_outcome(outcome, depth)

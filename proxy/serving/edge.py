@@ -17,7 +17,8 @@ from proxy.observability.exchange import Observer
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.observers import Observability
 from proxy.serving.guard import Inflight
-from proxy.upstream.client import UpstreamClient, open_client
+from proxy.upstream.client import UpstreamClient
+from proxy.upstream.connect import open_client
 from proxy.upstream.facts import UpstreamFacts
 
 PRELOADED_MODELS = ("gpt-4o",)

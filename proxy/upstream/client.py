@@ -18,16 +18,10 @@ such bytes goes through an httpx client instead, which writes bytes as they are.
 
 from __future__ import annotations
 
-import ssl
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from proxy.types import Headers
-
-if TYPE_CHECKING:
-    import httpx
 
 
 @dataclass(slots=True)  # not frozen: one per request (see ExchangeRecord)
@@ -71,23 +65,3 @@ class UpstreamClient(Protocol):
         when the upstream fails, its library's own error as the cause; so does the
         response's `read`. Every client maps its own library's errors."""
         ...
-
-
-@asynccontextmanager
-async def open_client(
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> AsyncIterator[UpstreamClient]:
-    """The process's upstream client: aiohttp, or httpx over `transport` when given."""
-    import httpx
-
-    from proxy.upstream.aiohttp_client import AiohttpClient, aiohttp_session
-    from proxy.upstream.httpx_client import HttpxClient
-
-    if transport is not None:
-        async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
-            yield HttpxClient(client)
-        return
-    # The system's CA store, as aiohttp uses (httpx would use certifi's).
-    verbatim = httpx.AsyncClient(trust_env=False, verify=ssl.create_default_context())
-    async with aiohttp_session() as session, verbatim:
-        yield AiohttpClient(session, HttpxClient(verbatim))

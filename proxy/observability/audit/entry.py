@@ -10,9 +10,8 @@ written with every client or upstream string masked, or without that content at 
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +20,7 @@ import orjson
 from policies.base import Action
 from policies.messages import Message
 from proxy.observability.audit.capture import BodyCapture
+from proxy.observability.audit.message_cache import MessageCache, StoredMessage
 from proxy.observability.audit.redact import Redactor, mask
 from proxy.protocols.base import Assembled, WireProtocol
 from proxy.protocols.chat import CHAT
@@ -85,14 +85,6 @@ class AuditEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """A redacted message as stored: canonical JSON bytes and their hash."""
-
-    digest: bytes
-    data: bytes
-
-
-@dataclass(frozen=True, slots=True)
 class AuditRecord:
     """A redacted record: JSON-ready fields plus content-addressed messages."""
 
@@ -146,34 +138,6 @@ def parse_iso(stamp: str) -> float:
     return when.timestamp()
 
 
-@dataclass(slots=True)
-class _MessageCache:
-    """LRU of redacted messages keyed by the raw message's hash, bounded in bytes.
-
-    Agents resend their whole history every turn; without this the writer would redact
-    the same messages again on every request.
-    """
-
-    max_bytes: int
-    size: int = 0
-    items: OrderedDict[bytes, StoredMessage] = field(default_factory=OrderedDict)
-
-    def get(self, key: bytes) -> StoredMessage | None:
-        hit = self.items.get(key)
-        if hit is not None:
-            self.items.move_to_end(key)
-        return hit
-
-    def put(self, key: bytes, value: StoredMessage) -> None:
-        if len(value.data) > self.max_bytes // 4:
-            return
-        self.items[key] = value
-        self.size += len(value.data)
-        while self.size > self.max_bytes:
-            _, old = self.items.popitem(last=False)
-            self.size -= len(old.data)
-
-
 class RecordBuilder:
     """Turns entries into redacted records. Used by the writer thread only."""
 
@@ -186,7 +150,7 @@ class RecordBuilder:
     ) -> None:
         self.redactor = redactor
         self.store_responses = store_responses
-        self._cache = _MessageCache(cache_bytes)
+        self._cache = MessageCache(cache_bytes)
         self.last_failure: str | None = None
         """Why the last masked record could not be redacted (the writer logs it)."""
 

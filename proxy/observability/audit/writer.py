@@ -36,7 +36,7 @@ from proxy.observability.audit.sinks.registry import SINKS
 
 log = logging.getLogger("curator.audit")
 
-Outcome = Literal["written", "dropped", "failed"]
+WriteOutcome = Literal["written", "dropped", "failed"]
 PRUNE_INTERVAL_S = 300.0
 BATCH_WINDOW_S = 0.02
 """How long the thread waits, once woken, for more entries to write with the first."""
@@ -69,7 +69,7 @@ class AuditWriter:
         max_queue: int = 10_000,
         prune_interval_s: float = PRUNE_INTERVAL_S,
         batch_window_s: float = BATCH_WINDOW_S,
-        on_outcome: Callable[[Outcome], None] | None = None,
+        on_outcome: Callable[[WriteOutcome], None] | None = None,
         report: RateLimitedLog | None = None,
     ) -> None:
         self._sink = sink
@@ -79,7 +79,7 @@ class AuditWriter:
         self._batch_window = batch_window_s
         self._on_outcome = on_outcome
         self._report = report or RateLimitedLog(log)
-        self._counts: dict[Outcome, int] = {"written": 0, "dropped": 0, "failed": 0}
+        self._counts: dict[WriteOutcome, int] = {"written": 0, "dropped": 0, "failed": 0}
         self._lock = threading.Lock()
         self._closed = False
         self._closing = threading.Event()
@@ -263,7 +263,7 @@ class AuditWriter:
         except Exception as exc:  # shutting down anyway; say why the file may be unclean
             log.error("audit: closing the sink failed: %s", exc)
 
-    def _count(self, outcome: Outcome) -> None:
+    def _count(self, outcome: WriteOutcome) -> None:
         with self._lock:
             self._counts[outcome] += 1
         if self._on_outcome is not None:
@@ -274,7 +274,7 @@ class AuditWriter:
 
 
 def open_audit(
-    config: AuditConfig, *, on_outcome: Callable[[Outcome], None] | None = None
+    config: AuditConfig, *, on_outcome: Callable[[WriteOutcome], None] | None = None
 ) -> AuditWriter | None:
     """A running writer for `config`, or None when auditing is off (`sink: none`)."""
     if not config.enabled:

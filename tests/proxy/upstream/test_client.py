@@ -15,7 +15,8 @@ from aiohttp.client_reqrep import ConnectionKey
 
 from proxy.errors import ProxyError
 from proxy.upstream.aiohttp_client import AiohttpClient, aiohttp_error
-from proxy.upstream.client import UpstreamRequest, UpstreamResponse, open_client
+from proxy.upstream.client import UpstreamRequest, UpstreamResponse
+from proxy.upstream.connect import open_client
 from proxy.upstream.httpx_client import httpx_error
 
 pytestmark = pytest.mark.anyio

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from proxy.errors import ProxyError
+from proxy.protocols.base import USAGE_TAIL_BYTES
 from proxy.upstream.aiohttp_client import aiohttp_error
 from proxy.upstream.client import UpstreamRequest
 from proxy.upstream.httpx_client import httpx_error
@@ -208,6 +209,32 @@ async def test_relays_status_headers_and_chunks_in_order() -> None:
     assert (relay.status, relay.outcome, relay.complete) == (201, "ok", True)
     assert relay.first_byte_at is not None
     assert response.closed.is_set()
+
+
+@pytest.mark.parametrize("size", [1, 700, 5000, USAGE_TAIL_BYTES + 1])
+async def test_an_observed_relay_keeps_the_bodys_tail(size: int) -> None:
+    chunks = [bytes([65 + i % 26]) * size for i in range(40)]
+    relay = Relay("r1", keep_tail=True)
+    client = Client()
+    await forward(
+        ScriptedClient(ScriptedResponse(200, SSE, list(chunks))),
+        REQUEST,
+        client.receive,
+        client.send,
+        [],
+        relay,
+    )
+    assert relay.tail() == b"".join(chunks)[-USAGE_TAIL_BYTES:]
+    assert relay.tail_parts is not None
+    assert sum(map(len, relay.tail_parts)) < USAGE_TAIL_BYTES + size  # bounded, not the body
+
+
+async def test_an_unobserved_relay_keeps_nothing() -> None:
+    relay = Relay("r1")
+    client = Client()
+    response = ScriptedResponse(200, SSE, [b"data: 1\n\n"])
+    await forward(ScriptedClient(response), REQUEST, client.receive, client.send, [], relay)
+    assert (relay.tail_parts, relay.tail()) == (None, b"")
 
 
 async def test_client_disconnect_closes_the_upstream_response() -> None:
