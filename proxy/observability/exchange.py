@@ -21,6 +21,7 @@ from policies.base import Action
 from policies.messages import Message
 from policies.summary_io import Complete, Completion, SummaryRequest, SummaryStats
 from proxy.observability.audit.sse import SSEAccumulator
+from proxy.observability.usage.spend import Spend
 
 log = logging.getLogger("curator.record")
 
@@ -93,6 +94,8 @@ class ExchangeRecord:
     code mid-response, `client_disconnect` or `shutdown`; None when it was complete."""
     summary_calls: tuple[SummaryCall, ...] = ()
     """The summarizer's model calls for this request (collected only for the audit log)."""
+    spend: Spend | None = None
+    """A chat request's usage, cost and uncurated counterfactual (`proxy.observability.usage`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,6 +187,8 @@ def chat_entry(record: ExchangeRecord) -> AuditEntry:
         ttfb_ms=record.ttfb_s * 1000 if record.ttfb_s is not None else None,
         response=_response(record),
         incomplete=record.incomplete,
+        spend=record.spend,
+        body=record.body,
     )
 
 

@@ -33,7 +33,6 @@ from proxy.config.loader import Config, UpstreamConfig
 from proxy.config.loader import Route as ConfigRoute
 from proxy.curation.plan import CHAT_PATH, ChatPlan, plan_chat
 from proxy.errors import JSON_HEADERS, ProxyError, no_route
-from proxy.observability.audit.sse import SSEAccumulator
 from proxy.observability.exchange import (
     ExchangeRecord,
     Observer,
@@ -44,6 +43,9 @@ from proxy.observability.exchange import (
     recording,
 )
 from proxy.observability.observers import metrics_routes, open_observability
+from proxy.observability.usage.spend import Sent, Spend, account
+from proxy.observability.usage.body_cap import audit_bytes
+from proxy.observability.usage.tap import ResponseTap
 from proxy.serving.edge import Edge, open_edge
 from proxy.serving.guard import PROXY_CREDENTIAL, Guard, Inflight
 from proxy.serving.incoming import (
@@ -200,10 +202,8 @@ class _Exchange:
             self.plan = await plan_chat(body, self.path, headers, edge.chat, self._services_for)
             route, body = self.plan.route, self.plan.body
             self.headers.extend(self.plan.headers)
-            audit = edge.config.audit
-            if audit.enabled and self.plan.mode != "off":
-                self.relay.tap = SSEAccumulator()
-                self.relay.tap_errors_only = not audit.store_responses
+            # Every chat response is tapped for its usage; the audit may keep the body too.
+            self.relay.tap = ResponseTap(audit_bytes(edge.config.audit, self.plan.mode))
         else:
             headers = header_map(scope["headers"]) if edge.route_by_headers else {}
             model = sniff_model(body) if edge.route_by_model else None
@@ -280,10 +280,18 @@ class _Exchange:
             error=self.error,
             mode=plan.mode if plan else None,
             authorization=self._credential(),
-            response=relay.tap,
+            response=relay.tap if relay.tap is not None and relay.tap.max_bytes else None,
             incomplete=relay.incomplete,
             summary_calls=tuple(self.summary_calls),
+            spend=self._spend(),
         )
+
+    def _spend(self) -> Spend | None:
+        plan, edge = self.plan, self.edge
+        if plan is None:
+            return None
+        sent = Sent.of(plan.model, plan.parsed, plan.original, self.scope["headers"], self.relay.tap)
+        return account(sent, edge.chat.counter, edge.config.prices, edge.counterfactuals)
 
 
 async def send_error(send: Send, err: ProxyError, headers: Sequence[tuple[bytes, bytes]]) -> None:

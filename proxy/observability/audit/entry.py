@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -22,6 +22,9 @@ from policies.base import Action
 from policies.messages import Message
 from proxy.observability.audit.redact import Redactor, mask
 from proxy.observability.audit.sse import Assembled, SSEAccumulator, assemble
+from proxy.observability.usage.audit_fields import KEYS as SPEND_KEYS
+from proxy.observability.usage.audit_fields import spend_fields, tools_of
+from proxy.observability.usage.spend import Spend
 
 Kind = Literal["chat", "summarizer"]
 Response = SSEAccumulator | bytes | str | None
@@ -33,7 +36,7 @@ CLIENT_DISCONNECT = "client_disconnect"
 FIELD_ORDER = (
     "id", "time", "kind", "parent_id", "route", "policy", "mode", "model", "client", "status",
     "incomplete", "tokens_before", "tokens_after", "skip_reason", "actions", "latency_ms",
-    "ttfb_ms", "response", "error", "redaction",
+    "ttfb_ms", "response", "error", "redaction", *SPEND_KEYS, "tools",
 )  # fmt: skip
 """Keys of `AuditRecord.fields` in the order records show them; messages come last."""
 
@@ -77,6 +80,9 @@ class AuditEntry:
     incomplete: str | None = None
     """Why the client got no complete response (the upstream's error code mid-response,
     `client_disconnect`, `shutdown`); None when it was complete."""
+    spend: Spend | None = None
+    body: Mapping[str, Any] | None = None
+    """The parsed request (a reference): its tools and output limits are kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +222,7 @@ class RecordBuilder:
             "actions": [_action(a) for a in entry.actions],
             "response": response,
             "error": error,
+            "tools": tools_of(entry.body),
         }
         merged = {**fields, **clean(content)}
         return AuditRecord(entry.time, {k: merged[k] for k in FIELD_ORDER}, original, curated)
@@ -292,6 +299,7 @@ def _metadata(entry: AuditEntry) -> dict[str, Any]:
         "latency_ms": entry.latency_ms,
         "ttfb_ms": entry.ttfb_ms,
         "redaction": "ok",
+        **spend_fields(entry.spend, entry.body),
     }
 
 

@@ -1,0 +1,111 @@
+"""One chat exchange's spend: the upstream's usage, its cost, and the uncurated counterfactual.
+
+Built once per exchange when its record is (`account`), then read by the metrics and the
+audit log alike, so both always show the same figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from policies.messages import Message
+from policies.prefix_cache import prompt_of
+from policies.pricing import PriceTable, Usage, cost
+from policies.tokens import TokenCounter
+from proxy.observability.usage.conversation import SESSION_HEADER, conversation_key
+from proxy.observability.usage.counterfactual import Counterfactuals
+from proxy.observability.usage.tap import ResponseTap
+
+SESSION_HEADER_BYTES = SESSION_HEADER.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """What one chat request cost, and what it would have cost uncurated."""
+
+    conversation: str
+    usage: Usage | None
+    """As the upstream reported it; None when the response carried no usage."""
+    price_model: str | None
+    """The `prices:` glob that priced the model (the metrics' `model` label); None: unpriced."""
+    actual_usd: float | None
+    uncurated: Usage | None
+    """The uncurated prompt's tokens (as counted here), the cached tokens the prefix-cache
+    model gives it in this conversation, and the output the request really produced."""
+    uncurated_usd: float | None
+    context_window: int | None = None
+    encoding: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What the exchange knows that spend needs (references, never copies)."""
+
+    model: str | None
+    body: Mapping[str, Any] | None
+    original: Sequence[Message] | None
+    session: str | None
+    usage: Usage | None
+
+    @classmethod
+    def of(
+        cls,
+        model: str | None,
+        body: Mapping[str, Any] | None,
+        original: Sequence[Message] | None,
+        headers: Sequence[tuple[bytes, bytes]],
+        tap: object,
+    ) -> Sent:
+        """From the exchange: the session header, and the usage the response tap read."""
+        raw = next((v for n, v in headers if n.lower() == SESSION_HEADER_BYTES), None)
+        session = raw.decode("latin-1") if raw is not None else None
+        usage = tap.usage() if isinstance(tap, ResponseTap) else None
+        return cls(model, body, original, session, usage)
+
+
+def account(
+    sent: Sent, counter: TokenCounter, prices: PriceTable, history: Counterfactuals
+) -> Spend:
+    """The exchange's spend. Every request with messages also joins its conversation's
+    prefix-cache history, priced or not, so later requests are matched against it."""
+    model = sent.model or ""
+    original = sent.original or ()
+    key = conversation_key(sent.session, original)
+    uncurated = None
+    if original:
+        prompt = prompt_of(original, counter, model, _tools(sent.body))
+        cached = history.cached_tokens(key, prompt)
+        output = sent.usage.output if sent.usage is not None else 0
+        reasoning = sent.usage.reasoning if sent.usage is not None else 0
+        uncurated = Usage(prompt.tokens, cached, output, reasoning)
+    found = prices.find(model)
+    actual = counterfactual = None
+    if found is not None and sent.usage is not None:
+        actual = cost(sent.usage, found[1])
+        counterfactual = cost(uncurated, found[1]) if uncurated is not None else actual
+    return Spend(
+        conversation=key,
+        usage=sent.usage,
+        price_model=found[0] if found is not None else None,
+        actual_usd=actual,
+        uncurated=uncurated,
+        uncurated_usd=counterfactual,
+        context_window=counter.models.lookup(model).context_window if model else None,
+        encoding=counter.encoding_name(model) if model else None,
+    )
+
+
+def _tools(body: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The request's tool definitions, as `policies.policy` counts them (legacy functions
+    included), so the uncurated prompt is the one the budget saw."""
+    if body is None:
+        return []
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        return [t for t in tools if isinstance(t, Mapping)]
+    functions = body.get("functions")
+    if isinstance(functions, list):
+        return [{"type": "function", "function": f} for f in functions if isinstance(f, Mapping)]
+    return []
