@@ -43,8 +43,8 @@ from proxy.observability.exchange import (
     recording,
 )
 from proxy.observability.observers import metrics_routes, open_observability
-from proxy.observability.usage.spend import Sent, Spend, account
 from proxy.observability.usage.body_cap import audit_bytes
+from proxy.observability.usage.spend import Sent, Spend, account
 from proxy.observability.usage.tap import ResponseTap
 from proxy.serving.edge import Edge, open_edge
 from proxy.serving.guard import PROXY_CREDENTIAL, Guard, Inflight
@@ -290,7 +290,8 @@ class _Exchange:
         plan, edge = self.plan, self.edge
         if plan is None:
             return None
-        sent = Sent.of(plan.model, plan.parsed, plan.original, self.scope["headers"], self.relay.tap)
+        headers = self.scope["headers"]
+        sent = Sent.of(plan.model, plan.parsed, plan.original, headers, self.relay.tap)
         return account(sent, edge.chat.counter, edge.config.prices, edge.counterfactuals)
 
 

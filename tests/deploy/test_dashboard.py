@@ -257,11 +257,16 @@ def test_grid_layout_has_no_overlaps() -> None:
 def test_spend_panels_show_cache_hits_spend_savings_and_a_warning() -> None:
     by_title = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in query_panels()}
     hit = by_title["Real cache hit ratio"]
-    assert 'kind="cached"' in hit and 'kind="input"' in hit and " / " in hit
+    assert 'kind="cached"' in hit
+    assert 'kind="input"' in hit
+    assert " / " in hit
     spend = by_title["Spend: actual vs uncurated"]
-    assert "curator_cost_usd_total" in spend and "kind" in spend
+    assert "curator_cost_usd_total" in spend
+    assert "kind" in spend
     for title in ("Net savings", "Net savings by route and policy"):
         expr = by_title[title]
-        assert 'kind="uncurated"' in expr and 'kind="actual"' in expr and " - " in expr
+        assert 'kind="uncurated"' in expr
+        assert 'kind="actual"' in expr
+        assert " - " in expr
     warning = by_title["Warning: curation costing money"]
     assert warning.rstrip().endswith("> 0"), "shows only routes where actual > uncurated"
