@@ -66,6 +66,9 @@ def add_subparsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     lister = commands.add_parser("list", parents=[common], help="newest records first")
     lister.add_argument("--limit", type=int, default=20, help="how many (default 20)")
     lister.add_argument("--route", help="only this route's records")
+    lister.add_argument(
+        "--conversation", help="only this conversation's records, oldest first (its turns)"
+    )
     lister.add_argument("--json", action="store_true", help="one JSON object per line")
     lister.set_defaults(func=run_list)
     show = commands.add_parser("show", parents=[common], help="one record in full")
@@ -101,13 +104,28 @@ def run_list(args: argparse.Namespace) -> int:
     if args.limit < 1:
         return _fail("--limit must be at least 1")
     with _store(args) as store:
-        rows = store.summaries(limit=args.limit, route=args.route)
+        if args.conversation is None:
+            rows = store.summaries(limit=args.limit, route=args.route)
+        else:
+            rows = conversation_turns(store, args.conversation, args.route)[-args.limit :]
     if args.json:
         for row in rows:
             _print(orjson.dumps(row).decode())
     else:
         _print(render_table(rows) if rows else "no audit records")
     return 0
+
+
+def conversation_turns(store: Store, key: str, route: str | None) -> list[dict[str, Any]]:
+    """A conversation's chat records as list rows (without messages), oldest first."""
+    rows = []
+    for record in store.between(0.0):
+        if record.get("conversation") != key or (route and record.get("route") != route):
+            continue
+        original = record.pop("original", None) or []
+        curated = record.pop("curated", None) or original
+        rows.append({**record, "messages": len(original), "curated_messages": len(curated)})
+    return rows
 
 
 @_handled
