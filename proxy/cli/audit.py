@@ -125,7 +125,8 @@ def conversation_turns(store: Store, key: str, route: str | None) -> list[dict[s
         original = record.pop("original", None) or []
         curated = record.pop("curated", None) or original
         rows.append({**record, "messages": len(original), "curated_messages": len(curated)})
-    return rows
+    # A JSONL file is in write order, which batches from several workers may interleave.
+    return sorted(rows, key=lambda row: str(row.get("time")))
 
 
 @_handled

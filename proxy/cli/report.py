@@ -152,7 +152,7 @@ def grouped(records: Iterable[Mapping[str, Any]]) -> list[Row]:
 def turns(records: Iterable[Mapping[str, Any]]) -> list[Row]:
     """One row per record, in time order: a conversation's curve."""
     rows = []
-    for record in records:
+    for record in sorted(records, key=lambda r: str(r.get("time"))):
         row = Row(*_names(record), str(record.get("time") or "-"), id=str(record.get("id")))
         row.add(record)
         rows.append(row)
