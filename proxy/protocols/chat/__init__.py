@@ -1,0 +1,73 @@
+"""Chat completions (`POST /v1/chat/completions`): the first protocol, and the neutral model.
+
+Its messages are what the curators see already, so parsing only checks their shape, the
+policy's facts are the body itself, and a rebuild replaces `messages` and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+
+from policies.messages import Message
+from proxy.config.limits import Limits
+from proxy.protocols.base import Assembled, Usage, WireRequest
+from proxy.protocols.chat.assembly import assemble
+from proxy.protocols.wire import check_count, check_depth, count_of, last_object
+
+
+class ChatCompletions:
+    """The `WireProtocol` of OpenAI's chat completions API."""
+
+    __slots__ = ()
+    name = "chat"
+    method = "POST"
+    path = "/v1/chat/completions"
+
+    def parse(self, raw: bytes, limits: Limits) -> WireRequest:
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            check_depth(raw, None, limits.max_json_depth)
+            return WireRequest(raw, None, skip="invalid_json")
+        if not isinstance(parsed, dict):
+            return WireRequest(raw, None, skip="not_an_object")
+        messages = parsed.get("messages")
+        check_count(messages, limits.max_messages, noun="messages", param="messages")
+        check_depth(raw, parsed, limits.max_json_depth)
+        model = parsed.get("model")
+        request = WireRequest(raw, parsed, model if isinstance(model, str) else None)
+        request.facts = parsed
+        if not isinstance(messages, list) or not messages:
+            request.skip = "no_messages"
+            return request
+        for msg in messages:  # a plain loop: this runs on every request
+            if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+                request.skip = "bad_messages"
+                return request
+        request.messages = messages
+        return request
+
+    def rebuild(self, request: WireRequest, curated: Sequence[Message]) -> bytes:
+        # Only `messages` is replaced; unpacking keeps every other key's value and order.
+        return orjson.dumps({**(request.body or {}), "messages": curated})
+
+    def usage(self, tail: bytes) -> Usage | None:
+        # Streamed, usage comes in the last chunk (with stream_options.include_usage);
+        # earlier chunks carry `"usage":null`, which the scan passes over.
+        found = last_object(tail, b"usage")
+        if found is None:
+            return None
+        return Usage(
+            input_tokens=count_of(found, "prompt_tokens"),
+            cached_tokens=count_of(found, "prompt_tokens_details", "cached_tokens"),
+            output_tokens=count_of(found, "completion_tokens"),
+            reasoning_tokens=count_of(found, "completion_tokens_details", "reasoning_tokens"),
+        )
+
+    def assemble(self, body: bytes) -> Assembled:
+        return assemble(body)
+
+
+CHAT = ChatCompletions()
