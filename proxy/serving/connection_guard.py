@@ -10,8 +10,11 @@ is checked):
   dribblers, idle keep-alive connections too: uvicorn's `timeout_keep_alive` closes those
   even sooner);
 - a body must be complete `body_timeout_s` after its head, else 408 and close;
-- past `max_connections` open connections in this worker, a new one gets a fast 503 and is
-  closed, so the connections already served keep their descriptors and keep working.
+- past `max_connections` open connections in this worker, a new connection first evicts
+  the one that has waited longest for its first head (never served: an idle or dribbling
+  client, typically an attacker's), so a new client or health probe still gets in during
+  an idle flood; when every connection has been served (keep-alive clients), the new one
+  gets a fast 503 and is closed, so the connections already served keep working.
 
 Each connection holds one timer that checks a deadline when it fires and re-arms itself,
 so a request costs a clock read and a few attribute writes, not a timer of its own.
@@ -40,6 +43,9 @@ from proxy.serving.guard import count_rejection
 
 HEAD, BODY, APP, LINGER = range(4)
 """Waiting for a head; for the rest of a body; for the app's response; closing."""
+EVICTION_SCAN = 64
+"""Connections looked at to find one to evict: bounded, so a flood costs O(1) per accept
+(under a flood nearly every connection is an idle one)."""
 LINGER_S = 2.0
 """After a 431, what the client still sends is read and dropped this long before closing:
 closing with unread data makes the kernel reset the connection, and the client would then
@@ -68,11 +74,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._phase = HEAD
         self._deadline = 0.0
         self._head_bytes = 0
+        self._served = False
         self._timer: TimerHandle | None = None
 
     # -- connection ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if len(self.connections) >= self._limits.max_connections:
+        if len(self.connections) >= self._limits.max_connections and not self._evict_idle():
             self.transport, self._phase = transport, LINGER
             count_rejection(self.app_state, "too_many_connections")
             transport.write(closing_response(too_many_connections()))
@@ -81,6 +88,27 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._deadline = self.loop.time() + self._limits.header_timeout_s
         self._timer = self.loop.call_at(self._deadline, self._on_timer)
+
+    def _evict_idle(self) -> bool:
+        """Close the connection that has waited longest for its first head, if one is found
+        among the first `EVICTION_SCAN`; False when none (all of those were served)."""
+        oldest: GuardedHttpToolsProtocol | None = None
+        for seen, conn in enumerate(self.connections):
+            if seen >= EVICTION_SCAN:
+                break
+            if (
+                isinstance(conn, GuardedHttpToolsProtocol)
+                and conn._phase == HEAD
+                and not conn._served
+                and (oldest is None or conn._deadline < oldest._deadline)
+            ):
+                oldest = conn
+        if oldest is None:
+            return False
+        count_rejection(self.app_state, "connection_evicted")
+        self.connections.discard(oldest)  # its connection_lost comes later, and discards too
+        oldest.transport.close()
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._timer is not None:
@@ -161,6 +189,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         HttpToolsProtocol.on_message_complete(self)
 
     def on_response_complete(self) -> None:
+        self._served = True
         idle = self._phase == APP and not self.pipeline
         HttpToolsProtocol.on_response_complete(self)
         if idle and not self.transport.is_closing():

@@ -224,14 +224,29 @@ def test_an_idle_connection_flood_is_bounded_and_every_descriptor_comes_back(
     with guarded(fake, limits) as proxy, ExitStack() as stack:
         state = proxy.server._server.server_state  # the worker's own set of open connections
         flood = [stack.enter_context(connect(proxy.port)) for _ in range(FLOOD)]
-        refused = sum(read_response(sock).status == 503 for sock in flood[100:])
-        assert len(state.connections) <= 100
+        # Each connection past the cap evicts the oldest idle one: never more than the cap.
+        wait_for(lambda: len(state.connections) <= 100, "the cap to hold")
+        assert all(_closed(sock) for sock in flood[: FLOOD - 100])  # the oldest went first
         # The server closes the rest itself: the clients still hold their ends open.
         wait_for(lambda: not state.connections, "the server to close every idle connection")
-        assert refused == FLOOD - 100
         assert all(_closed(sock) for sock in flood)
         with httpx.Client(base_url=proxy.origin, headers=KEYED, timeout=WAIT_S) as http:
             assert http.post(CHAT, content=chat_body()).status_code == 200
+            assert _rejected(proxy, "connection_evicted", http) == FLOOD - 100
+            assert _rejected(proxy, "too_many_connections", http) == 0
+
+
+def test_during_an_idle_flood_new_clients_and_health_probes_get_in(fake: FakeOpenAI) -> None:
+    limits = Limits(max_connections=20, header_timeout_s=30)
+    with guarded(fake, limits) as proxy, ExitStack() as stack:
+        flood = [stack.enter_context(connect(proxy.port)) for _ in range(20)]
+        for _ in range(3):  # the attacker keeps the worker full of idle connections
+            flood.append(stack.enter_context(connect(proxy.port)))
+            assert httpx.get(proxy.origin + "/healthz", timeout=WAIT_S).status_code == 200
+            with httpx.Client(base_url=proxy.origin, headers=KEYED, timeout=WAIT_S) as http:
+                assert http.post(CHAT, content=chat_body()).status_code == 200
+        state = proxy.server._server.server_state
+        assert len(state.connections) <= 20
 
 
 # -- body timeout and in-flight slots ----------------------------------------------------

@@ -20,6 +20,7 @@ REJECT_REASONS = (
     "header_timeout",
     "request_timeout",
     "too_many_connections",
+    "connection_evicted",
 )
 INCOMPLETE_REASONS = frozenset(
     {"upstream_timeout", "upstream_error", "upstream_unreachable", "client_disconnect", "shutdown"}
