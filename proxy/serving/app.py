@@ -46,6 +46,7 @@ from proxy.observability.observers import metrics_routes, open_observability
 from proxy.observability.usage.body_cap import audit_bytes
 from proxy.observability.usage.spend import Sent, Spend, account
 from proxy.observability.usage.tap import ResponseTap
+from proxy.protocols.chat import CHAT
 from proxy.serving.edge import Edge, open_edge
 from proxy.serving.guard import PROXY_CREDENTIAL, Guard, Inflight
 from proxy.serving.incoming import (
@@ -203,7 +204,7 @@ class _Exchange:
             route, body = self.plan.route, self.plan.body
             self.headers.extend(self.plan.headers)
             # Every chat response is tapped for its usage; the audit may keep the body too.
-            self.relay.tap = ResponseTap(audit_bytes(edge.config.audit, self.plan.mode))
+            self.relay.tap = ResponseTap(audit_bytes(edge.config.audit, self.plan.mode), CHAT)
         else:
             headers = header_map(scope["headers"]) if edge.route_by_headers else {}
             model = sniff_model(body) if edge.route_by_model else None
