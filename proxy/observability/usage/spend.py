@@ -6,19 +6,23 @@ audit log alike, so both always show the same figures.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from policies.messages import Message
-from policies.prefix_cache import prompt_of
+from policies.prefix_cache import Block, Prompt
 from policies.pricing import PriceTable, Usage, cost
-from policies.tokens import TokenCounter
+from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.observability.usage.conversation import SESSION_HEADER, conversation_key
 from proxy.observability.usage.counterfactual import Counterfactuals
 from proxy.observability.usage.tap import ResponseTap
 
 SESSION_HEADER_BYTES = SESSION_HEADER.encode()
+PRIMING_KEY = b"\0reply-priming"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,7 @@ def account(
     key = conversation_key(sent.session, original)
     uncurated = None
     if original:
-        prompt = prompt_of(original, counter, model, _tools(sent.body))
+        prompt = uncurated_prompt(original, counter, model, _tools(sent.body))
         cached = history.cached_tokens(key, prompt)
         output = sent.usage.output if sent.usage is not None else 0
         reasoning = sent.usage.reasoning if sent.usage is not None else 0
@@ -95,6 +99,25 @@ def account(
         context_window=counter.models.lookup(model).context_window if model else None,
         encoding=counter.encoding_name(model) if model else None,
     )
+
+
+def uncurated_prompt(
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    model: str,
+    tools: Sequence[Mapping[str, Any]],
+) -> Prompt:
+    """The prompt as `policies.prefix_cache.prompt_of` builds it (tools, each message, the
+    reply priming), keyed by the counter's own message keys: the curation just computed
+    them, so this costs one more lookup per message rather than another serialization."""
+    blocks: list[Block] = []
+    if tools:
+        key = hashlib.blake2b(orjson.dumps(list(tools), option=orjson.OPT_SORT_KEYS))
+        blocks.append(Block(b"T" + key.digest()[:16], counter.count_tools(tools, model)))
+    keys, sizes = counter.measure(messages, model)
+    blocks.extend(Block(k, n) for k, n in zip(keys, sizes, strict=True))
+    blocks.append(Block(PRIMING_KEY, REPLY_PRIMING))
+    return Prompt(tuple(blocks))
 
 
 def _tools(body: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
