@@ -8,6 +8,7 @@ simulating config knows neither the model's window nor the client's output limit
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,18 @@ def scrape(origin: str) -> dict[tuple[str, str], float]:
     return found
 
 
+def scrape_settled(origin: str, records: list[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """A scrape once the spend thread has counted every uncurated cost the records hold (it
+    runs a moment after each response; bounded: the values are what the tests assert)."""
+    expected = sum(r["cost"]["uncurated_usd"] for r in records)
+    for _ in range(200):
+        metrics = scrape(origin)
+        if metrics.get(("curator_cost_usd_total", "uncurated")) == pytest.approx(expected):
+            break
+        time.sleep(0.025)
+    return metrics
+
+
 @pytest.fixture(scope="module")
 def run(caching_fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Drive the conversation once; the tests read what the proxy reported."""
@@ -104,12 +117,12 @@ def run(caching_fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> d
                 ids.append(response.headers["x-curator-request-id"])
             usages = [_fake_usage(sent) for sent in caching_fake.sent]
         wait_for_records(folder / "audit.db", ids)
-        metrics = scrape(origin)
-    reader = SqliteReader(str(folder / "audit.db"))
-    try:
-        records = [reader.get(rid) for rid in ids]
-    finally:
-        reader.close()
+        reader = SqliteReader(str(folder / "audit.db"))
+        try:
+            records = [reader.get(rid) for rid in ids]
+        finally:
+            reader.close()
+        metrics = scrape_settled(origin, records)
     return {"folder": folder, "records": records, "metrics": metrics, "usages": usages}
 
 

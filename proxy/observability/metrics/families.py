@@ -84,7 +84,7 @@ class Metrics:
         self._meters: dict[tuple[str | None, str | None, str], _Meters] = {}
         self._traffic_families()
         self._operation_families()
-        self.spend = SpendFamilies(self._loop_counter)
+        self.spend = SpendFamilies(self._loop_counter, self._counter)
         # Families with closed label sets show every series from the start.
         for reason in REJECT_REASONS:
             self.rejected.labels(reason)

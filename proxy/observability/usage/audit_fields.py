@@ -38,16 +38,18 @@ def spend_fields(spend: Spend | None, body: Mapping[str, Any] | None) -> dict[st
             fields["tools_digest"] = hashlib.blake2b(data, digest_size=16).hexdigest()
     if spend is None:
         return fields
-    fields["conversation"] = spend.conversation
+    # In the audit writer's thread: where the deferred counterfactual may be computed.
+    counterfactual = spend.counterfactual()
+    fields["conversation"] = counterfactual.conversation
     fields["usage"] = _usage(spend.usage)
-    fields["context_window"] = spend.context_window
-    fields["encoding"] = spend.encoding
+    fields["context_window"] = counterfactual.context_window
+    fields["encoding"] = counterfactual.encoding
     if spend.actual_usd is not None:
         fields["cost"] = {
             "price": spend.price_model,
             "actual_usd": spend.actual_usd,
-            "uncurated_usd": spend.uncurated_usd,
-            "uncurated": _usage(spend.uncurated),
+            "uncurated_usd": counterfactual.uncurated_usd,
+            "uncurated": _usage(counterfactual.uncurated),
         }
     return fields
 

@@ -10,13 +10,23 @@ conversations (the least recently used goes), and at most `max_nodes` prefix nod
 
 from __future__ import annotations
 
+import logging
+import queue
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from policies.prefix_cache import PrefixCache, Prompt
 
+log = logging.getLogger("curator.spend")
+
 MAX_CONVERSATIONS = 4096
+MAX_QUEUE = 10_000
+MAX_MEMO = 1024
+T = TypeVar("T")
 MAX_NODES = 16_384
 
 
@@ -57,6 +67,18 @@ class Counterfactuals:
         self.max_nodes = max_nodes
         self._conversations: OrderedDict[str, _Trie] = OrderedDict()
         self._lock = threading.Lock()
+        self._memo: dict[tuple[object, ...], Any] = {}
+        """Per-model facts and per-tool-list counts, asked for on every request."""
+
+    def memo(self, key: tuple[object, ...], compute: Callable[[], T]) -> T:
+        """`compute()`, remembered under `key` (at most `MAX_MEMO` keys, then forgotten)."""
+        try:
+            value: T = self._memo[key]
+        except KeyError:
+            if len(self._memo) >= MAX_MEMO:
+                self._memo.clear()
+            value = self._memo[key] = compute()
+        return value
 
     def __len__(self) -> int:
         return len(self._conversations)
@@ -73,3 +95,39 @@ class Counterfactuals:
             while len(self._conversations) > self.max_conversations:
                 self._conversations.popitem(last=False)
             return self.cache.cacheable(trie.add(prompt))
+
+
+class SpendThread:
+    """Runs jobs in the order they were submitted, in one daemon thread started on first use
+    (so after a worker's fork). A full queue drops the job and counts it: the proxy never
+    waits for its spend figures."""
+
+    def __init__(self, max_queue: int = MAX_QUEUE, name: str = "curator-spend") -> None:
+        self._queue: queue.Queue[Callable[[], None]] = queue.Queue(max_queue)
+        self._name = name
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            self.dropped += 1
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait until every job submitted so far has run (tests); False on timeout."""
+        done = threading.Event()
+        self.submit(done.set)
+        return done.wait(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                job()
+            except Exception:  # a bug in one figure must not stop the others
+                log.exception("spend job failed")
+            time.sleep(0)  # offer the GIL to the event loop between jobs

@@ -42,3 +42,31 @@ def test_memory_is_bounded() -> None:
     assert history.cached_tokens("a", prompt(2000)) == 0, "a was the least recently used"
     history.cached_tokens("c", prompt(1, 1, 1, 1, 1))  # past max_nodes: c starts over
     assert history.cached_tokens("c", prompt(2000)) == 0
+
+
+def test_spend_thread_runs_jobs_in_order_and_drops_when_full() -> None:
+    import threading
+
+    from proxy.observability.usage.counterfactual import SpendThread
+
+    done: list[int] = []
+    thread = SpendThread()
+    for i in range(50):
+        thread.submit(lambda i=i: done.append(i))
+    assert thread.join(5.0)
+    assert done == list(range(50))
+
+    started, gate = threading.Event(), threading.Event()
+    full = SpendThread(max_queue=1)
+
+    def hold() -> None:
+        started.set()
+        gate.wait(5.0)
+
+    full.submit(hold)
+    assert started.wait(5.0)  # the thread holds the gate job: the queue is empty
+    full.submit(lambda: None)  # fills the one slot
+    full.submit(lambda: None)  # dropped
+    assert full.dropped == 1
+    gate.set()
+    assert any(full.join(0.1) for _ in range(50)), "the queue drains once the gate opens"
