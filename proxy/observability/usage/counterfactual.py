@@ -10,6 +10,7 @@ conversations (the least recently used goes), and at most `max_nodes` prefix nod
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -97,6 +98,10 @@ class Counterfactuals:
             return self.cache.cacheable(trie.add(prompt))
 
 
+def _STOP() -> None:
+    """Queued by `SpendThread.close`: the thread ends when it reaches it."""
+
+
 class SpendThread:
     """Runs jobs in the order they were submitted, in one daemon thread started on first use
     (so after a worker's fork). A full queue drops the job and counts it: the proxy never
@@ -123,9 +128,18 @@ class SpendThread:
         self.submit(done.set)
         return done.wait(timeout_s)
 
+    def close(self) -> None:
+        """Stop the thread once the jobs queued before it have run (it never blocks)."""
+        if self._thread is not None:
+            with contextlib.suppress(queue.Full):
+                self._queue.put_nowait(_STOP)
+            self._thread = None
+
     def _run(self) -> None:
         while True:
             job = self._queue.get()
+            if job is _STOP:
+                return
             try:
                 job()
             except Exception:  # a bug in one figure must not stop the others

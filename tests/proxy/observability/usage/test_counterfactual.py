@@ -70,3 +70,17 @@ def test_spend_thread_runs_jobs_in_order_and_drops_when_full() -> None:
     assert full.dropped == 1
     gate.set()
     assert any(full.join(0.1) for _ in range(50)), "the queue drains once the gate opens"
+
+
+def test_spend_thread_stops_on_close_after_its_queued_jobs() -> None:
+    from proxy.observability.usage.counterfactual import SpendThread
+
+    done: list[int] = []
+    spend = SpendThread()
+    spend.submit(lambda: done.append(1))
+    worker = spend._thread
+    assert worker is not None
+    spend.close()
+    worker.join(5.0)
+    assert not worker.is_alive()
+    assert done == [1]
