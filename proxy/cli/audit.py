@@ -1,4 +1,4 @@
-"""`curator audit list | show | diff | export`: read the audit log from a terminal.
+"""`curator audit list | show | diff | export | serve`: read the audit log.
 
 Each subcommand reads the store named by `--path` (a SQLite store or a JSONL file, told
 apart by their first bytes), or else by the `audit:` section of `--config` (default
@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import re
 import sqlite3
 import sys
 import time
@@ -25,17 +24,16 @@ import orjson
 
 from policies.errors import ConfigError
 from policies.yamlsrc import parse_file
+from proxy.cli import audit_serve
 from proxy.cli.audit_render import render_diff, render_record, render_table
 from proxy.cli.pipes import run_to_stdout
 from proxy.config import loader as proxy_config
 from proxy.config.audit import AuditConfig, parse_audit
-from proxy.observability.audit.entry import parse_iso
+from proxy.observability.audit.readers.query import parse_time, record_conversation
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.sinks.jsonl import JsonlReader
 
 DEFAULT_CONFIG = "config.yaml"
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 class Store(Protocol):
@@ -82,6 +80,7 @@ def add_subparsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     export.add_argument("--since", required=True, help="ISO time, or a duration ago: 1h, 2d")
     export.add_argument("--until", help="ISO time, or a duration ago (default: now)")
     export.set_defaults(func=run_export)
+    audit_serve.add_parser(commands, common).set_defaults(func=run_serve)
 
 
 def _handled(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -116,11 +115,17 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def conversation_of(record: dict[str, Any]) -> str:
+    """The record's `conversation` field, else (older records) the key the viewer derives."""
+    key = record.get("conversation")
+    return key if isinstance(key, str) and key else record_conversation(record)
+
+
 def conversation_turns(store: Store, key: str, route: str | None) -> list[dict[str, Any]]:
     """A conversation's chat records as list rows (without messages), oldest first."""
     rows = []
     for record in store.between(0.0):
-        if record.get("conversation") != key or (route and record.get("route") != route):
+        if not conversation_of(record).startswith(key) or (route and record.get("route") != route):
             continue
         original = record.pop("original", None) or []
         curated = record.pop("curated", None) or original
@@ -157,25 +162,27 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+@_handled
+def run_serve(args: argparse.Namespace) -> int:
+    path = audit_location(args.config, args.path)
+    config = args.config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
+    try:
+        keys = audit_serve.admin_keys(config)
+    except ConfigError as exc:
+        raise UsageError(str(exc)) from None
+    if not keys and not audit_serve.loopback(args.host):
+        raise UsageError(
+            f"--host {args.host} is not loopback: set auth.admin_keys in the config first"
+        )
+    return audit_serve.serve(path, args.host, args.port, keys)
+
+
 def _record(args: argparse.Namespace) -> dict[str, Any]:
     with _store(args) as store:
         record = store.get(args.id)
     if record is None:
         raise UsageError(f"no audit record with id {args.id!r}")
     return record
-
-
-def parse_time(text: str, *, now: float) -> float:
-    """An ISO-8601 time (UTC unless it says otherwise), or a duration ago such as `90m`."""
-    match = _DURATION.fullmatch(text.strip())
-    if match:
-        return now - float(match.group(1)) * _SECONDS[match.group(2)]
-    try:
-        return parse_iso(text.strip())
-    except ValueError:
-        raise ValueError(
-            f"expected an ISO time (2025-01-31T12:00:00Z) or a duration (30m, 1h, 2d), got {text!r}"
-        ) from None
 
 
 def audit_location(config: str | None, override: str | None) -> str:

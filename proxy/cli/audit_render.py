@@ -13,8 +13,9 @@ from typing import Any
 
 import orjson
 
-from policies.invariants import derives_from, is_summary
+from policies.invariants import is_summary
 from policies.messages import text_of
+from proxy.observability.audit.alignment import common_prefix, curators, match
 
 _COLUMNS = ("TIME", "ID", "KIND", "ROUTE", "POLICY", "MODEL", "STATUS", "TOKENS", "RESULT")
 _KEYS = ("time", "id", "kind", "route", "policy", "model", "status")
@@ -127,15 +128,14 @@ def render_diff(record: Mapping[str, Any]) -> str:
     if record.get("skip_reason"):
         lines.append(f"curation was skipped: {record['skip_reason']}")
     lines.extend(_action_lines(record))
-    blame, replayed = _replay(len(original), record.get("actions") or [])
-    matched = _from_replay(replayed, original, curated) or _align(original, curated)
+    blame, matched = match(record)
     changed = 0
     for i, msg in enumerate(original):
         j = matched.get(i)
         if j is not None and curated[j] == msg:
             continue
         changed += 1
-        who = f"  by {', '.join(blame[i])}" if blame.get(i) else ""
+        who = f"  by {', '.join(curators(blame[i]))}" if blame.get(i) else ""
         role = f"[{i}] {msg.get('role') if isinstance(msg, Mapping) else '?'}"
         if j is None:
             lines.append(f"  {role:<16} dropped    {_size(msg)} chars{who}")
@@ -147,75 +147,6 @@ def render_diff(record: Mapping[str, Any]) -> str:
         lines.append(f"  {kind} inserted as curated[{j}]: {_size(curated[j])} chars")
     lines.append(f"{len(original) - changed} of {len(original)} messages unchanged")
     return "\n".join(lines)
-
-
-def _align(original: Sequence[Any], curated: Sequence[Any]) -> dict[int, int]:
-    """original index -> curated index, matched in order the way `invariants.check` does.
-
-    The fallback for records whose actions do not account for every change.
-    """
-    mapping: dict[int, int] = {}
-    k = 0
-    for j, msg in enumerate(curated):
-        if not isinstance(msg, Mapping) or (is_summary(msg) and msg not in original[k:]):
-            continue
-        i = k
-        while i < len(original) and not (
-            isinstance(original[i], Mapping) and derives_from(msg, original[i])
-        ):
-            i += 1
-        if i < len(original):
-            mapping[i] = j
-            k = i + 1
-    return mapping
-
-
-def _from_replay(
-    replayed: list[int | None], original: Sequence[Any], curated: Sequence[Any]
-) -> dict[int, int] | None:
-    """original index -> curated index as the actions tell it, if the messages agree."""
-    if len(replayed) != len(curated):
-        return None
-    mapping: dict[int, int] = {}
-    for j, i in enumerate(replayed):
-        if i is None:
-            continue  # a summary's place
-        if not (isinstance(curated[j], Mapping) and derives_from(curated[j], original[i])):
-            return None
-        mapping[i] = j
-    return mapping
-
-
-def _replay(count: int, actions: Sequence[Any]) -> tuple[dict[int, list[str]], list[int | None]]:
-    """Which curators touched each original message, and the original index of each output.
-
-    An action's indexes refer to its curator's input, so the chain is replayed: after each
-    curator, the messages it dropped leave the list (a summary takes the first one's place).
-    """
-    current: list[int | None] = list(range(count))
-    blame: dict[int, list[str]] = {}
-    valid = [a for a in actions if isinstance(a, Mapping)]
-    for curator, group in itertools.groupby(valid, key=lambda a: a.get("curator")):
-        removed: set[int] = set()
-        summary_at: int | None = None
-        for action in group:
-            kind = action.get("kind")
-            for pos in action.get("indexes") or ():
-                index = current[pos] if isinstance(pos, int) and 0 <= pos < len(current) else None
-                if index is None:
-                    continue
-                names = blame.setdefault(index, [])
-                if curator not in names:
-                    names.append(str(curator))
-                if kind in ("drop", "summarize"):
-                    removed.add(pos)
-                    if kind == "summarize":
-                        summary_at = pos if summary_at is None else min(summary_at, pos)
-        survivors = [x for p, x in enumerate(current) if p not in removed]
-        if summary_at is not None:
-            survivors.insert(sum(1 for p in range(summary_at) if p not in removed), None)
-        current = survivors
-    return blame, current
 
 
 def _size(msg: Any) -> int:
@@ -233,8 +164,8 @@ def _size(msg: Any) -> int:
 def _text_diff(before: str, after: str, i: int, j: int) -> list[str]:
     if before == after:
         return ["      (text unchanged; tool calls differ)"]
-    head = _common_prefix(before, after)
-    tail = _common_prefix(before[head:][::-1], after[head:][::-1])
+    head = common_prefix(before, after)
+    tail = common_prefix(before[head:][::-1], after[head:][::-1])
     lines = [f"      kept the first {head} and the last {tail} chars"]
     diff = list(
         difflib.unified_diff(
@@ -266,8 +197,3 @@ def _compact(diff: list[str]) -> list[str]:
         else:
             out.extend(run)
     return out
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    return next((i for i in range(n) if a[i] != b[i]), n)

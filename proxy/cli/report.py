@@ -23,7 +23,8 @@ from typing import Any
 
 import orjson
 
-from proxy.cli.audit import UsageError, audit_location, open_store, parse_time
+from proxy.cli.audit import UsageError, audit_location, conversation_of, open_store
+from proxy.observability.audit.readers.query import parse_time
 
 DEFAULT_SINCE = "7d"
 
@@ -132,7 +133,7 @@ def chat_records(
     for record in records:
         if record.get("kind", "chat") != "chat":
             continue
-        if conversation is not None and record.get("conversation") != conversation:
+        if conversation is not None and not conversation_of(record).startswith(conversation):
             continue
         yield record
 

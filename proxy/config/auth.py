@@ -4,6 +4,7 @@
 auth:
   keys: ["${CURATOR_KEY}"]       # clients send `Authorization: Bearer <one of these>`
   allow_unauthenticated: false   # see below
+  admin_keys: ["${CURATOR_ADMIN_KEY}"]   # the audit viewer's keys (none: no key needed)
 ```
 With `keys` set, every request but `GET /healthz` needs one of them (else 401
 `invalid_proxy_key`), as `Authorization: Bearer <key>` or, from Azure clients, `api-key:
@@ -13,6 +14,9 @@ without gets no credential at all (a local vLLM or Ollama, say).
 Without keys, anyone who can reach the proxy spends the upstream `api_key`, so `curator
 serve` refuses a non-loopback address when some upstream has one, unless
 `allow_unauthenticated: true` says that exposure is intended (a private network, say).
+
+`admin_keys` is a separate list for the admin listener's audit viewer (`proxy.viewer`):
+a client key never opens the viewer, and an admin key never spends the upstream.
 
 Problems never quote a key: config errors are printed and logged.
 """
@@ -27,7 +31,7 @@ from policies import validate as v
 from policies.validate import Reader
 from policies.yamlsrc import KeyPath
 
-AUTH_KEYS = ("keys", "allow_unauthenticated")
+AUTH_KEYS = ("keys", "allow_unauthenticated", "admin_keys")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +40,8 @@ class AuthConfig:
 
     keys: tuple[str, ...] = ()
     allow_unauthenticated: bool = False
+    admin_keys: tuple[str, ...] = ()
+    """Keys for the audit viewer; empty: the viewer needs none."""
 
     @property
     def enabled(self) -> bool:
@@ -49,7 +55,8 @@ def read_auth(read: Reader, value: object, path: KeyPath) -> AuthConfig:
         return AuthConfig()
     allow = read.get(data, "allow_unauthenticated", path, False, v.boolean)
     keys = _keys(read, data.get("keys"), (*path, "keys"))
-    return AuthConfig(keys=keys, allow_unauthenticated=allow)
+    admin = _keys(read, data.get("admin_keys"), (*path, "admin_keys"))
+    return AuthConfig(keys=keys, allow_unauthenticated=allow, admin_keys=admin)
 
 
 def _keys(read: Reader, value: object, path: KeyPath) -> tuple[str, ...]:

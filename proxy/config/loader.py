@@ -35,6 +35,7 @@ from proxy.config.routes import Mode as Mode
 from proxy.config.routes import Route as Route
 from proxy.config.routes import RouteMatch as RouteMatch
 from proxy.config.routes import read_routes
+from proxy.config.viewer import ViewerConfig, read_viewer
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
 DEFAULTS_SOURCE = "<defaults>"
@@ -79,6 +80,7 @@ class Config:
     auth: AuthConfig = field(default_factory=AuthConfig)
     prices: PriceTable = field(default_factory=PriceTable)
     """Model glob -> price per million tokens: the `prices:` section, then built-ins."""
+    viewer: ViewerConfig = field(default_factory=ViewerConfig)
 
 
 FileStamp = tuple[int, int, int]
@@ -178,6 +180,7 @@ class _Build:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
     prices: PriceTable = field(default_factory=PriceTable)
+    viewer: ViewerConfig = field(default_factory=ViewerConfig)
     sources: dict[str, FileStamp | None] = field(default_factory=dict)
     """The config file, then the policy files it names (found or not: a reload watches)."""
     # Names declared even when invalid, so a route naming one gets no second error.
@@ -204,6 +207,7 @@ class _Build:
             metrics=self.metrics,
             auth=self.auth,
             prices=self.prices,
+            viewer=self.viewer,
         )
 
 
@@ -343,6 +347,10 @@ def _prices(build: _Build, value: object, path: KeyPath) -> None:
     build.prices = read_prices(build.read, value, path)
 
 
+def _viewer(build: _Build, value: object, path: KeyPath) -> None:
+    build.viewer = read_viewer(build.read, value, path, admin_keys=build.auth.admin_keys)
+
+
 SECTIONS: Mapping[str, Callable[[_Build, object, KeyPath], None]] = types.MappingProxyType(
     {
         "server": _server,
@@ -356,6 +364,8 @@ SECTIONS: Mapping[str, Callable[[_Build, object, KeyPath], None]] = types.Mappin
         "metrics": _metrics,
         "auth": _auth,
         "prices": _prices,
+        # After `auth`: a public viewer needs admin keys.
+        "viewer": _viewer,
     }
 )
 """Top-level section -> its parser, in the order they run; a new section is one entry."""

@@ -26,7 +26,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from proxy.config.audit import STDOUT
 from proxy.config.loader import Config
+from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import ProxyError
 from proxy.observability.audit.entry import AuditEntry
 from proxy.observability.audit.writer import AuditWriter, Outcome, open_audit
@@ -35,6 +37,10 @@ from proxy.observability.metrics.families import Metrics
 from proxy.observability.metrics.labels import labels_for
 from proxy.observability.metrics.multiproc import mark_worker_dead
 from proxy.serving.admin import admin_listener
+from proxy.viewer.app import Viewer
+from proxy.viewer.asgi import ViewerApp
+from proxy.viewer.auth import AdminKeys
+from proxy.viewer.store import opener
 
 log = logging.getLogger("curator.observers")
 
@@ -96,9 +102,29 @@ async def open_observability(
                     config.metrics.path,
                     metrics.render,
                     reuse_port=bool(metrics.multiprocess_dir),
+                    viewer=admin_viewer(config),
                 )
             )
         yield Observability(metrics, audit, tuple(observers))
+
+
+def admin_viewer(config: Config, *, prefix: str = "") -> Viewer | None:
+    """The audit viewer over this config's audit store, when `viewer.enabled` and the audit
+    log goes to a store it can read back."""
+    audit = config.audit
+    if not (config.viewer.enabled and audit.enabled) or audit.path == STDOUT:
+        return None
+    return Viewer(opener(audit.path), AdminKeys(config.auth.admin_keys), prefix=prefix)
+
+
+def viewer_routes(config: Config) -> list[Route]:
+    """The viewer on the client port under `/curator/`, only with `viewer.public: true`
+    (which the config refuses without `auth.admin_keys`)."""
+    viewer = admin_viewer(config, prefix=PUBLIC_PREFIX) if config.viewer.public else None
+    if viewer is None:
+        return []
+    app = ViewerApp(viewer, PUBLIC_PREFIX)
+    return [Route(PUBLIC_PREFIX + "/{rest:path}", app, methods=["GET", "HEAD", "POST"])]
 
 
 async def _publishing(metrics: Metrics) -> None:

@@ -1,4 +1,5 @@
-"""The admin listener: `GET <metrics.path>` on its own port, apart from the public listener.
+"""The admin listener: `GET <metrics.path>` on its own port, apart from the public listener,
+and the audit viewer (`proxy.viewer`) on every other path when it is on.
 
 A few lines of asyncio rather than a second uvicorn server: uvicorn's `Server` takes over
 the process's signal handlers, which the main server already owns. A scrape is one small
@@ -19,6 +20,9 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from proxy.viewer.app import Viewer
+from proxy.viewer.wire import MAX_BODY_BYTES, REASONS, Reply, ViewRequest
+
 log = logging.getLogger("curator.admin")
 
 Render = Callable[[], tuple[bytes, str]]
@@ -28,19 +32,29 @@ MAX_HEAD_BYTES = 16 * 1024
 
 @asynccontextmanager
 async def admin_listener(
-    host: str, port: int, path: str, render: Render, *, reuse_port: bool = False
-) -> AsyncIterator[asyncio.AbstractServer]:
-    """Serve `render()` at `path` on host:port until the block exits."""
+    host: str,
+    port: int,
+    path: str,
+    render: Render | None,
+    *,
+    reuse_port: bool = False,
+    viewer: Viewer | None = None,
+) -> AsyncIterator[asyncio.Server]:
+    """Serve `render()` at `path` (None: no metrics) and `viewer` elsewhere on host:port
+    until the block exits."""
     try:
         sock = _listening_socket(host, port, reuse_port=reuse_port)
     except OSError as exc:
         raise OSError(exc.errno, f"metrics.port {port}: cannot listen on {host}: {exc}") from exc
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _answer(reader, writer, path, render)
+        await _answer(reader, writer, path, render, viewer)
 
     server = await asyncio.start_server(handle, sock=sock, limit=MAX_HEAD_BYTES)
-    log.info("metrics on http://%s:%d%s", host, port, path)
+    if render is not None:
+        log.info("metrics on http://%s:%d%s", host, port, path)
+    if viewer is not None:
+        log.info("audit viewer on http://%s:%d/requests", host, port)
     try:
         yield server
     finally:
@@ -67,13 +81,24 @@ def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socke
 
 
 async def _answer(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, render: Render
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    path: str,
+    render: Render | None,
+    viewer: Viewer | None,
 ) -> None:
     try:
         async with asyncio.timeout(READ_TIMEOUT_S):
             head = await reader.readuntil(b"\r\n\r\n")
-        status, body, content_type = await _route(head, path, render)
-        writer.write(_response(status, body, content_type, head=head.startswith(b"HEAD ")))
+            target = head.partition(b" ")[2].partition(b" ")[0].decode("latin-1")
+            viewing = viewer is not None and target.partition("?")[0] != path
+            request = await _view_request(reader, head) if viewing else None
+        if viewer is not None and request is not None:
+            reply = await asyncio.to_thread(viewer.handle, request)
+            writer.write(_view_response(reply, head=request.method == "HEAD"))
+        else:
+            status, body, content_type = await _route(head, path, render)
+            writer.write(_response(status, body, content_type, head=head.startswith(b"HEAD ")))
         await writer.drain()
     except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
         pass  # a client that went away or never sent a request: nothing to answer
@@ -85,10 +110,10 @@ async def _answer(
             await writer.wait_closed()
 
 
-async def _route(head: bytes, path: str, render: Render) -> tuple[str, bytes, str]:
+async def _route(head: bytes, path: str, render: Render | None) -> tuple[str, bytes, str]:
     method, _, rest = head.partition(b" ")
     target = rest.partition(b" ")[0].decode("latin-1")
-    if target.partition("?")[0] != path:
+    if target.partition("?")[0] != path or render is None:
         return "404 Not Found", b"not found\n", "text/plain; charset=utf-8"
     if method not in (b"GET", b"HEAD"):
         return "405 Method Not Allowed", b"method not allowed\n", "text/plain; charset=utf-8"
@@ -105,3 +130,27 @@ def _response(status: str, body: bytes, content_type: str, *, head: bool) -> byt
         "connection: close",
     ]
     return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (b"" if head else body)
+
+
+async def _view_request(reader: asyncio.StreamReader, head: bytes) -> ViewRequest:
+    """The viewer's request from a head, plus the body a login form POST carries."""
+    request_line, *lines = head.decode("latin-1").split("\r\n")
+    method, _, rest = request_line.partition(" ")
+    headers: dict[str, str] = {}
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    length = headers.get("content-length", "0")
+    size = int(length) if length.isdigit() else 0
+    body = await reader.readexactly(size) if 0 < size <= MAX_BODY_BYTES else b""
+    if size > MAX_BODY_BYTES:
+        body = b"\x00" * (MAX_BODY_BYTES + 1)  # too large: the viewer refuses it unread
+    return ViewRequest.parse(method, rest.partition(" ")[0], headers, body)
+
+
+def _view_response(reply: Reply, *, head: bool) -> bytes:
+    lines = [f"HTTP/1.1 {reply.status} {REASONS.get(reply.status, 'Unknown')}"]
+    lines += [f"{name}: {value}" for name, value in reply.all_headers()]
+    lines += [f"content-length: {len(reply.body)}", "connection: close"]
+    return "\r\n".join(lines).encode("latin-1") + b"\r\n\r\n" + (b"" if head else reply.body)

@@ -42,7 +42,7 @@ from proxy.observability.exchange import (
     notify,
     recording,
 )
-from proxy.observability.observers import metrics_routes, open_observability
+from proxy.observability.observers import metrics_routes, open_observability, viewer_routes
 from proxy.observability.usage.body_cap import audit_bytes
 from proxy.observability.usage.spend import Sent, Spend, account
 from proxy.observability.usage.tap import ResponseTap
@@ -104,7 +104,11 @@ def create_app(
             # A reload swaps `live.current`; each exchange reads it once, at its start.
             yield {"edge": reloader.live, "reloader": reloader}
 
-    routes = [Route("/healthz", healthz, methods=["GET"]), *metrics_routes(config)]
+    routes = [
+        Route("/healthz", healthz, methods=["GET"]),
+        *metrics_routes(config),
+        *viewer_routes(config),
+    ]
     return CuratorApp(
         Guard(proxy_endpoint, config=config, inflight=inflight),
         routes=routes,

@@ -40,6 +40,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from proxy.config.auth import AuthConfig
 from proxy.config.limits import Limits
 from proxy.config.loader import Config
+from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import JSON_HEADERS, ProxyError, request_too_large
 from proxy.serving.conn_limits import BODY_TIMED_OUT, request_timeout
 
@@ -127,9 +128,16 @@ class Guard:
         self._max_inflight = limits.max_inflight
         self._body_timeout_s = limits.body_timeout_s
         self._inflight = inflight if inflight is not None else Inflight()
+        # `viewer.public`: the viewer checks its own admin keys (a browser cannot send a
+        # proxy key when it follows a link).
+        self._viewer = PUBLIC_PREFIX + "/" if config.viewer.public else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
+        if (
+            scope["type"] != "http"
+            or scope["path"] in OPEN_PATHS
+            or (self._viewer is not None and scope["path"].startswith(self._viewer))
+        ):
             await self.app(scope, receive, send)
             return
         headers: list[tuple[bytes, bytes]] = scope["headers"]

@@ -25,6 +25,7 @@ from policies.summary_io import Services
 from proxy.cli.simulate import Options, placeholder_complete, simulate
 from proxy.cli.simulate_input import read_requests
 from proxy.config.loader import load_config
+from proxy.observability.audit.readers.query import record_conversation
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from tests.e2e.test_audit import serving, wait_for_records
 from tests.fakes.caching import PromptCache
@@ -176,6 +177,7 @@ def test_records_keep_what_decides_the_budget(run: dict[str, Any]) -> None:
     assert {r["encoding"] for r in records} == {"o200k_base"}
     assert all(r["tools"] and r["tools_digest"] for r in records)
     assert len({r["conversation"] for r in records}) == 1, "one conversation, one key"
+    assert records[0]["conversation"] == record_conversation(records[0]), "the viewer's key"
 
 
 def simulated(run: dict[str, Any], folder: Path) -> Any:

@@ -24,6 +24,7 @@ from proxy.observability.audit.redact import Redactor, mask
 from proxy.observability.audit.sse import Assembled, SSEAccumulator, assemble
 from proxy.observability.usage.audit_fields import KEYS as SPEND_KEYS
 from proxy.observability.usage.audit_fields import spend_fields, tools_of
+from proxy.observability.usage.conversation import stored_key
 from proxy.observability.usage.spend import Spend
 
 Kind = Literal["chat", "summarizer"]
@@ -225,6 +226,9 @@ class RecordBuilder:
             "tools": tools_of(entry.body),
         }
         merged = {**fields, **clean(content)}
+        if merged.get("conversation") is None and original:
+            roles = [m.get("role") if isinstance(m, dict) else None for m in entry.original]
+            merged["conversation"] = stored_key([m.digest for m in original], roles)
         return AuditRecord(entry.time, {k: merged[k] for k in FIELD_ORDER}, original, curated)
 
     def _curated(

@@ -40,7 +40,8 @@ def spend_fields(spend: Spend | None, body: Mapping[str, Any] | None) -> dict[st
         return fields
     # In the audit writer's thread: where the deferred counterfactual may be computed.
     counterfactual = spend.counterfactual()
-    fields["conversation"] = counterfactual.conversation
+    # Without a session id, the writer fills in the stored messages' key (`stored_key`).
+    fields["conversation"] = counterfactual.session
     fields["usage"] = _usage(spend.usage)
     fields["context_window"] = counterfactual.context_window
     fields["encoding"] = counterfactual.encoding

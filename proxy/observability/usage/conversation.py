@@ -4,6 +4,10 @@ Agents resend their whole history every turn, so the pinned prefix (the leading 
 developer messages) and the first user message are the same on every turn of one
 conversation, and differ between conversations. A client that knows better says so with
 `x-session-id`.
+
+Two keys, for two places: `conversation_key` groups the proxy's own live history (it sees the
+messages before redaction), `stored_key` names a conversation in the audit store (after
+redaction, as the viewer reads it back).
 """
 
 from __future__ import annotations
@@ -39,6 +43,19 @@ def conversation_key(session: str | None, messages: Sequence[Any]) -> str:
             head.append(message)
             break
     return "c-" + _digest(head)
+
+
+def stored_key(digests: Sequence[bytes], roles: Sequence[object]) -> str:
+    """The key the audit viewer derives from a stored record (`readers.query.
+    conversation_key`): 16 hex digits over the content addresses of its messages up to and
+    including the first user message. The audit record's `conversation` is this one unless
+    the client sent `x-session-id`, so the viewer and the CLI agree (a test checks it)."""
+    h = hashlib.blake2b(digest_size=8)
+    for digest, role in zip(digests, roles, strict=False):
+        h.update(digest)
+        if role == "user":
+            break
+    return h.hexdigest()
 
 
 def _digest(value: object) -> str:

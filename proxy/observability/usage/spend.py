@@ -64,6 +64,9 @@ class Counterfactual:
     """The uncurated request: where it sits, what it would have cost."""
 
     conversation: str
+    """The live history's key (`conversation_key`)."""
+    session: str | None
+    """The client's `x-session-id` (the audit record's `conversation` when set)."""
     uncurated: Usage | None
     """The uncurated prompt's tokens (as counted here), the cached tokens the prefix-cache
     model gives it in this conversation, and the output the request really produced."""
@@ -141,7 +144,8 @@ def _counterfactual(
     if price is not None and sent.usage is not None:
         dollars = cost(uncurated or sent.usage, price)
     window, encoding = history.memo((counter, model), lambda: _model_facts(counter, model))
-    return Counterfactual(key, uncurated, dollars, window, encoding)
+    session = key if sent.session else None
+    return Counterfactual(key, session, uncurated, dollars, window, encoding)
 
 
 def _model_facts(counter: TokenCounter, model: str) -> tuple[int | None, str | None]:

@@ -10,6 +10,16 @@ from typing import Any
 
 import orjson
 
+from policies.messages import text_of
+from proxy.observability.audit.readers.query import (
+    FACET_LIMIT,
+    FACETS,
+    Page,
+    Query,
+    clamp,
+    conversation_key,
+    normal_kind,
+)
 from proxy.observability.audit.sinks.sqlite import BUSY_TIMEOUT_MS, DIGEST_SIZE, split_digests
 
 
@@ -21,6 +31,7 @@ class SqliteReader:
             raise FileNotFoundError(f"no audit store at {path}")
         uri = Path(path).absolute().as_uri() + "?mode=ro"
         self._conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
+        self._roles: dict[bytes, object] = {}
 
     def summaries(self, *, limit: int, route: str | None = None) -> list[dict[str, Any]]:
         """The newest records, newest first, without their messages."""
@@ -65,6 +76,102 @@ class SqliteReader:
         for row in cursor:
             yield self._full(*row)
 
+    def search(self, query: Query) -> Page:
+        """One page of the records `query` selects, newest first.
+
+        The columns filter in SQL; a conversation or text filter is checked row by row on
+        what the SQL selected, with each message looked at once per call at most.
+        """
+        query = clamp(query)
+        where, params = _where(query)
+        sql = f"SELECT fields, original, curated FROM records{where} ORDER BY time DESC, seq DESC"
+        wanted = query.offset + query.limit + 1
+        if not (query.conversation or query.text):
+            sql += " LIMIT ?"
+            params.append(wanted)
+        hits = self._text_hits(query.text) if query.text else set()
+        rows: list[dict[str, Any]] = []
+        for fields, original, curated in self._conn.execute(sql, params):
+            digests = split_digests(original)
+            key = self._conversation(digests)
+            if query.conversation and not key.startswith(query.conversation):
+                continue
+            if query.text and not self._has_text(fields, digests, curated, hits, query.text):
+                continue
+            rows.append(self._summary(fields, digests, curated, key))
+            if len(rows) == wanted:
+                break
+        page = rows[query.offset : query.offset + query.limit]
+        return Page(page, more=len(rows) == wanted)
+
+    def facets(self) -> dict[str, list[str]]:
+        return {
+            column: [
+                str(value)
+                for (value,) in self._conn.execute(
+                    f"SELECT DISTINCT {column} FROM records WHERE {column} IS NOT NULL "
+                    f"ORDER BY {column} LIMIT {FACET_LIMIT}"
+                )
+            ]
+            for column in FACETS
+        }
+
+    def _summary(
+        self, fields: bytes, digests: list[bytes], curated: bytes | None, key: str
+    ) -> dict[str, Any]:
+        row: dict[str, Any] = orjson.loads(fields)
+        row["messages"] = len(digests)
+        row["curated_messages"] = len(digests) if curated is None else len(curated) // DIGEST_SIZE
+        row["conversation"] = key
+        return row
+
+    def _conversation(self, digests: list[bytes]) -> str:
+        roles: list[object] = []
+        for digest in digests:
+            role = self._roles.get(digest)
+            if role is None:
+                row = self._conn.execute(
+                    "SELECT body FROM messages WHERE hash = ?", (digest,)
+                ).fetchone()
+                message = orjson.loads(row[0]) if row else None
+                role = message.get("role") if isinstance(message, dict) else ""
+                self._roles[digest] = role
+            roles.append(role)
+            if role == "user":
+                break
+        return conversation_key(digests, roles)
+
+    def _text_hits(self, text: str) -> set[bytes]:
+        """Digests of the messages whose stored JSON contains `text` (a superset: JSON
+        escaping aside, a match in the text is a match in the JSON; checked again after)."""
+        # SQLite lowers ASCII only: other text is matched in Python over every message.
+        cursor = (
+            self._conn.execute(
+                "SELECT hash, body FROM messages WHERE instr(lower(CAST(body AS TEXT)), ?) > 0",
+                (_json_fragment(text),),
+            )
+            if text.isascii()
+            else self._conn.execute("SELECT hash, body FROM messages")
+        )
+        needle = text.casefold()
+        return {
+            digest for digest, body in cursor if needle in text_of(orjson.loads(body)).casefold()
+        }
+
+    def _has_text(
+        self,
+        fields: bytes,
+        digests: list[bytes],
+        curated: bytes | None,
+        hits: set[bytes],
+        text: str,
+    ) -> bool:
+        if hits.intersection(digests) or hits.intersection(split_digests(curated)):
+            return True
+        response = orjson.loads(fields).get("response")
+        said = response.get("text") if isinstance(response, dict) else None
+        return isinstance(said, str) and text.casefold() in said.casefold()
+
     def _full(self, fields: bytes, original: bytes, curated: bytes | None) -> dict[str, Any]:
         record: dict[str, Any] = orjson.loads(fields)
         record["original"] = self._messages(split_digests(original))
@@ -87,3 +194,30 @@ class SqliteReader:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _where(query: Query) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("route", query.route),
+        ("policy", query.policy),
+        ("model", query.model),
+        ("status", query.status),
+        ("kind", normal_kind(query.kind)),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    if query.since is not None:
+        clauses.append("time >= ?")
+        params.append(query.since)
+    if query.until is not None:
+        clauses.append("time < ?")
+        params.append(query.until)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _json_fragment(text: str) -> str:
+    """`text` lowered as it appears inside a JSON string (orjson escapes only these)."""
+    return orjson.dumps(text.lower()).decode()[1:-1]

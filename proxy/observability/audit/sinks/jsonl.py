@@ -17,6 +17,15 @@ import orjson
 
 from proxy.config.audit import STDOUT
 from proxy.observability.audit.entry import AuditRecord, parse_iso
+from proxy.observability.audit.readers.query import (
+    FACET_LIMIT,
+    FACETS,
+    Page,
+    Query,
+    clamp,
+    matches,
+    summary,
+)
 
 
 class JsonlSink:
@@ -105,6 +114,33 @@ class JsonlReader:
         for record in self.records():
             if since <= _when(record) < end:
                 yield record
+
+    def search(self, query: Query) -> Page:
+        """One page of the records `query` selects, newest first, by scanning the file."""
+        query = clamp(query)
+        wanted = query.offset + query.limit + 1
+        # nlargest keeps memory at one page of summaries, however long the file; the line
+        # number breaks ties between records of the same millisecond, newest line first.
+        found = heapq.nlargest(
+            wanted,
+            (
+                (when, n, summary(record))
+                for n, record in enumerate(self.records())
+                if matches(record, when := _when(record), query)
+            ),
+            key=lambda item: (item[0], item[1]),
+        )
+        rows = [row for _, _, row in found[query.offset : query.offset + query.limit]]
+        return Page(rows, more=len(found) == wanted)
+
+    def facets(self) -> dict[str, list[str]]:
+        found: dict[str, set[str]] = {name: set() for name in FACETS}
+        for record in self.records():
+            for name, values in found.items():
+                value = record.get(name)
+                if value is not None and len(values) < FACET_LIMIT:
+                    values.add(str(value))
+        return {name: sorted(values) for name, values in found.items()}
 
     def close(self) -> None:
         """Nothing is held open between calls."""
