@@ -9,7 +9,7 @@ BIN    := $(VENV)/bin
 $(BIN)/curator: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[fast,test]'
+	$(BIN)/pip install -q -e '.[fast,test,postgres]'
 	@touch $@
 
 setup: $(BIN)/curator

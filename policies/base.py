@@ -1,4 +1,5 @@
-"""The curator contract, and the context every curator is handed.
+"""The curator contract. The context every curator is handed, and counts through, is
+`policies.context.CurationContext` (re-exported here with `PinSpec`).
 
 Contract (every curator, checked by `invariants.check` in the tests):
 
@@ -14,7 +15,8 @@ Contract (every curator, checked by `invariants.check` in the tests):
 7. Report every change as an `Action`. A curator that changes nothing returns no action.
 
 Parameters are dataclass fields, validated in `__post_init__` (raise `ValueError` naming
-the field); the loader turns those errors into `file:line: key.path: problem`.
+the field; `policies.params` does); the loader turns those errors into
+`file:line: key.path: problem`.
 
 A curator that must await I/O (the summarizer calls a model) is an `AsyncCurator`: the
 chain awaits its `acurate`, and only `Chain.arun` / `Policy.acurate` can run it. Its I/O
@@ -25,13 +27,23 @@ through an import.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
-from policies.messages import Message, role
-from policies.summary_io import Services
-from policies.tally import Tally
-from policies.tokens import TokenCounter
+from policies.context import CurationContext, PinSpec
+from policies.messages import Message
+
+__all__ = [
+    "Action",
+    "ActionKind",
+    "AsyncCurator",
+    "AsyncOnlyError",
+    "CurationContext",
+    "Curator",
+    "CuratorOutput",
+    "PinSpec",
+    "TextCutter",
+]
 
 ActionKind = Literal["drop", "truncate", "repair", "replace", "summarize"]
 
@@ -51,48 +63,6 @@ class Action:
 class CuratorOutput:
     messages: list[Message]
     actions: tuple[Action, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class PinSpec:
-    """Which messages are pinned: these roles, plus the first user message if asked."""
-
-    roles: frozenset[str] = frozenset({"system", "developer"})
-    first_user: bool = False
-
-    def pinned(self, messages: Sequence[Message]) -> frozenset[int]:
-        pins = {i for i, m in enumerate(messages) if role(m) in self.roles}
-        if self.first_user:
-            first = next((i for i, m in enumerate(messages) if role(m) == "user"), None)
-            if first is not None:
-                pins.add(first)
-        return frozenset(pins)
-
-
-@dataclass(frozen=True, slots=True)
-class CurationContext:
-    """Per-request facts a curator may use. Built once per request by the policy.
-
-    Its `tally` remembers counts by message identity: build a new context for each
-    request, and never mutate a message a context has counted.
-    """
-
-    model: str
-    counter: TokenCounter
-    budget: int
-    """Tokens the messages may use: window - output reserve - tool definitions - priming."""
-    pins: PinSpec = field(default_factory=PinSpec)
-    on_overflow: Literal["truncate", "reject", "forward"] = "truncate"
-    services: Services | None = None
-    """Needed by async curators only; None where no model may be called."""
-    tally: Tally = field(init=False, repr=False, compare=False)
-    """This request's token counts: curators count through it, not through `counter`."""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "tally", Tally(self.counter, self.model))
-
-    def pinned(self, messages: Sequence[Message]) -> frozenset[int]:
-        return self.pins.pinned(messages)
 
 
 class Curator(Protocol):

@@ -37,7 +37,6 @@ from policies import degrade, params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.errors import ContextOverflow
 from policies.messages import Message, Unit, role, units
-from policies.tally import Tally
 from policies.tokens import REPLY_PRIMING
 
 _MARK_END = degrade.MARK_END
@@ -67,7 +66,7 @@ class TokenBudget:
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
         limit = self.limit(ctx)
-        each = ctx.tally.each(messages)
+        each = ctx.count_each(messages)
         total = sum(each) + REPLY_PRIMING
         if not messages or total <= limit:
             return CuratorOutput(list(messages))
@@ -89,7 +88,7 @@ class TokenBudget:
         """Drop the oldest units measured with long contents at the floor, then give the
         room back newest first (see `policies.degrade`)."""
         cap = degrade.floor_cap(limit)
-        longs = degrade.long_contents(messages, each, ctx.pinned(messages), cap, ctx.tally)
+        longs = degrade.long_contents(messages, each, ctx.pinned(messages), cap, ctx)
         at_floor = [longs[i].at(cap) if i in longs else n for i, n in enumerate(each)]
         floor_total = sum(at_floor) + REPLY_PRIMING
         droppable = _spare_newest_user(messages, droppable, at_floor, floor_total, limit)
@@ -118,7 +117,7 @@ class TokenBudget:
             if i in gone:
                 continue
             if i in caps:
-                msg, after = degrade.cut(msg, longs[i], caps[i], ctx.tally)
+                msg, after = degrade.cut(msg, longs[i], caps[i], ctx)
                 reason = (
                     f"content of {longs[i].content:,} tokens cut to {caps[i]:,} to fit the "
                     "budget (older content is cut first and most)"
@@ -150,7 +149,7 @@ class TokenBudget:
         if ctx.on_overflow == "reject":
             raise ContextOverflow(floor, limit)
         dropped = [i for u in droppable for i in u.indexes()]
-        removed = sum(ctx.tally.one(messages[i]) for i in dropped)
+        removed = sum(ctx.count(messages[i]) for i in dropped)
         reason = (
             f"overflow: pinned messages and the newest unit need {floor:,} tokens, "
             f"over the budget of {limit:,}; "
@@ -171,9 +170,8 @@ class TokenBudget:
         self, kept: dict[int, Message], pinned: frozenset[int], over: int, ctx: CurationContext
     ) -> list[Action]:
         """Cut the largest non-pinned string contents (in `kept`, in place) until within."""
-        tally = ctx.tally
         sizes = {
-            i: tally.one(m) - tally.bare(m)
+            i: ctx.count(m) - ctx.count_bare(m)
             for i, m in kept.items()
             if i not in pinned and _cuttable(m)
         }
@@ -182,9 +180,9 @@ class TokenBudget:
             if over <= 0:
                 break
             msg = kept[i]
-            text, tokens = _head_cut(msg["content"], sizes[i], sizes[i] - over, tally)
-            cut = tally.replaced(msg, text, tokens)
-            saved = tally.one(msg) - tally.one(cut)
+            text, tokens = _head_cut(msg["content"], sizes[i], sizes[i] - over, ctx)
+            cut = ctx.with_content(msg, text, tokens)
+            saved = ctx.count(msg) - ctx.count(cut)
             if saved <= 0:
                 continue
             kept[i] = cut
@@ -259,17 +257,17 @@ def _cuttable(msg: Message) -> bool:
     return isinstance(content, str) and bool(content) and not content.endswith(_MARK_END)
 
 
-def _head_cut(text: str, total: int, target: int, tally: Tally) -> tuple[str, int]:
+def _head_cut(text: str, total: int, target: int, ctx: CurationContext) -> tuple[str, int]:
     """A prefix of `text` plus a marker, at most `target` tokens if at all possible; and
     its tokens."""
-    room = target - tally.text(marker(total))
+    room = target - ctx.count_text(marker(total))
     while room > 0:
-        head = tally.fit(text, room, from_end=False)
-        rest = f"\n\n{marker(max(0, total - tally.span(text, 0, head)))}"
-        tokens = tally.joined(text, head, rest, 0)
+        head = ctx.fit_head(text, room)
+        rest = f"\n\n{marker(max(0, total - ctx.count_span(text, 0, head)))}"
+        tokens = ctx.count_joined(text, head, rest, 0)
         over = tokens - target
         if over <= 0:
             return text[:head] + rest, tokens
         room -= over
     out = marker(total)
-    return out, tally.text(out)
+    return out, ctx.count_text(out)

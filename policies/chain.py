@@ -7,6 +7,7 @@ than half-curate a request.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -55,12 +56,12 @@ class _Progress:
     def result(self) -> CurationResult:
         ctx = self.ctx
         # Curators counted what they wrote, so this only adds up counts already known.
-        after = ctx.tally.total(self.current) if self.actions else self.before
+        after = ctx.count_total(self.current) if self.actions else self.before
         return CurationResult(self.current, tuple(self.actions), self.before, after)
 
 
 def _start(messages: Sequence[Message], ctx: CurationContext, check: bool) -> _Progress:
-    before = ctx.tally.total(messages)
+    before = ctx.count_total(messages)
     return _Progress(ctx, check, before, list(messages))
 
 
@@ -82,6 +83,11 @@ class Chain:
         object.__setattr__(self, "_profile_chars", min(cuts, default=None))
 
     @property
+    def profile_chars(self) -> int | None:
+        """What a context this chain runs in should profile (`CurationContext.profile_chars`)."""
+        return self._profile_chars
+
+    @property
     def names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.curators)
 
@@ -100,17 +106,23 @@ class Chain:
         if self.is_async:
             names = [c.name for c, a in zip(self.curators, self._awaited, strict=True) if a]
             raise AsyncOnlyError(names)
-        ctx.tally.profile_chars = self._profile_chars
+        ctx = self._fitted(ctx)
         progress = _start(messages, ctx, check)
         for curator in self.curators:
             progress.apply(curator.name, curator.curate(progress.current, ctx))
         return progress.result()
 
+    def _fitted(self, ctx: CurationContext) -> CurationContext:
+        """`ctx`, or a copy that profiles what this chain's curators may cut."""
+        if ctx.profile_chars == self._profile_chars:
+            return ctx
+        return dataclasses.replace(ctx, profile_chars=self._profile_chars)
+
     async def arun(
         self, messages: Sequence[Message], ctx: CurationContext, *, check: bool = False
     ) -> CurationResult:
         """Like `run`, awaiting async curators; plain curators run inline, in order."""
-        ctx.tally.profile_chars = self._profile_chars
+        ctx = self._fitted(ctx)
         progress = _start(messages, ctx, check)
         for curator, awaited in zip(self.curators, self._awaited, strict=True):
             if awaited and isinstance(curator, AsyncCurator):

@@ -71,7 +71,7 @@ class ToolPairCoherence:
         self, messages: Sequence[Message], repair: _Repair, ctx: CurationContext
     ) -> tuple[Action, ...]:
         def cost(indexes: list[int]) -> int:
-            return sum(ctx.tally.one(messages[i]) for i in indexes)
+            return sum(ctx.count(messages[i]) for i in indexes)
 
         actions: list[Action] = []
         if repair.orphans:
@@ -79,7 +79,7 @@ class ToolPairCoherence:
             actions.append(self._action("drop", repair.orphans, cost(repair.orphans), reason))
         if repair.trimmed:
             kept = dict(repair.out)
-            saved = cost(repair.trimmed) - sum(ctx.tally.one(kept[i]) for i in repair.trimmed)
+            saved = cost(repair.trimmed) - sum(ctx.count(kept[i]) for i in repair.trimmed)
             reason = f"removed unanswered calls from {len(repair.trimmed)} assistant message(s)"
             actions.append(self._action("repair", repair.trimmed, saved, reason))
         if repair.emptied:

@@ -29,7 +29,6 @@ import orjson
 from policies import params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.messages import Message, ResultNames, is_result, opens_block, role
-from policies.tally import Tally
 
 DUPLICATE_PREFIX = "[duplicate of a later tool result"
 
@@ -51,23 +50,22 @@ class Dedupe:
         params.integer("min_tokens", self.min_tokens, minimum=0)
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
-        tally = ctx.tally
         pinned = ctx.pinned(messages)
         later: dict[str | bytes, str] = {}  # content -> the nearest later copy seen so far
         out = list(messages)
         actions: list[Action] = []
-        for i, reference, content in reversed(_candidates(messages, tally)):
+        for i, reference, content in reversed(_candidates(messages, ctx)):
             next_copy = later.get(content)
             later[content] = reference
             if next_copy is None or i in pinned:
                 continue
             msg = messages[i]
-            empty = tally.bare(msg)
-            before = tally.one(msg)
+            empty = ctx.count_bare(msg)
+            before = ctx.count(msg)
             if before - empty < self.min_tokens:
                 continue
-            new = tally.replaced(msg, pointer(next_copy, before - empty))
-            saved = before - tally.one(new)
+            new = ctx.with_content(msg, pointer(next_copy, before - empty))
+            saved = before - ctx.count(new)
             if saved > 0:
                 out[i] = new
                 reason = f"repeated later as {next_copy}: kept that copy only"
@@ -77,13 +75,15 @@ class Dedupe:
         return CuratorOutput(out, tuple(reversed(actions)))
 
 
-def _candidates(messages: Sequence[Message], tally: Tally) -> list[tuple[int, str, str | bytes]]:
+def _candidates(
+    messages: Sequence[Message], ctx: CurationContext
+) -> list[tuple[int, str, str | bytes]]:
     """(index, reference, content) of the results whose content may have a copy, oldest
     first. Only a content of the same length can be a copy, so the others are left out
     before any content is hashed: a long history is not hashed again every turn."""
     found = [
         (i, names, c)
-        for i, names in _results(messages, tally)
+        for i, names in _results(messages, ctx)
         if (c := _content(messages[i])) is not None
     ]
     sizes = Counter((type(c), len(c)) for _, _, c in found)
@@ -94,13 +94,13 @@ def _candidates(messages: Sequence[Message], tally: Tally) -> list[tuple[int, st
     ]
 
 
-def _results(messages: Sequence[Message], tally: Tally) -> list[tuple[int, str]]:
+def _results(messages: Sequence[Message], ctx: CurationContext) -> list[tuple[int, str]]:
     """(index, the tool its call names) of each tool and function result."""
     found: list[tuple[int, str]] = []
     names = ResultNames({})
     for i, msg in enumerate(messages):
         if opens_block(msg):
-            names = ResultNames(tally.tool_names(msg), msg)
+            names = ResultNames(ctx.tool_names(msg), msg)
         elif is_result(msg):
             tool = names.answer(msg.get("tool_call_id"))[0] if role(msg) == "tool" else ""
             found.append((i, tool))

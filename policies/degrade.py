@@ -19,12 +19,12 @@ room a rung leaves unused.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from policies.base import CurationContext
 from policies.messages import Message
-from policies.tally import Tally
+from policies.shorten import Cut, as_content, cuttable_text, head_tail
 
 MIN_CAP = 64
 """Fewest tokens a content is cut to: room for a head, the marker and a tail."""
@@ -87,72 +87,46 @@ class Long:
 
 
 def long_contents(
-    messages: Sequence[Message], each: Sequence[int], skip: frozenset[int], cap: int, tally: Tally
+    messages: Sequence[Message],
+    each: Sequence[int],
+    skip: frozenset[int],
+    cap: int,
+    ctx: CurationContext,
 ) -> dict[int, Long]:
     """Messages (not in `skip`) whose cuttable text is over `cap` tokens, by index."""
     found: dict[int, Long] = {}
     for i, msg in enumerate(messages):
-        if i in skip or each[i] <= cap or _text(msg) is None:
+        if i in skip or each[i] <= cap or cuttable_text(msg) is None:
             continue
-        bare = tally.bare(msg)
+        bare = ctx.count_bare(msg)
         if each[i] - bare > cap:
             found[i] = Long(i, each[i], bare)
     return found
 
 
-def cut(msg: Message, long: Long, cap: int, tally: Tally) -> tuple[Message, int]:
+def cut(msg: Message, long: Long, cap: int, ctx: CurationContext) -> tuple[Message, int]:
     """`msg` with its text cut to head + marker + tail of at most `cap` tokens; and the new
-    message's tokens. Counted here and noted in the tally."""
-    text, parts = _text(msg) or ("", None)
+    message's tokens."""
+    text, parts = cuttable_text(msg) or ("", None)
     # A history is resent every turn, and a content at the floor is cut the same way each
     # time: the plan is remembered with the message.
     tag = f"|token_budget|{cap}".encode()
-    head, tail, removed, tokens = tally.remember(
-        msg,
-        tag,
-        lambda: _shorten(text, long.content if parts is None else tally.text(text), cap, tally),
-    )
-    short = text[:head] + _middle(removed) + text[len(text) - tail :]
-    new = {**msg, "content": short if parts is None else [{**parts[0], "text": short}]}
-    after = long.bare + tokens
-    tally.note(new, after, long.bare, source=(msg, tag))
-    return new, after
+
+    def plan() -> Cut:
+        total = long.content if parts is None else ctx.count_text(text)
+        return _shorten(text, total, cap, ctx)
+
+    cut = Cut.of(ctx.recall(msg, tag, plan))
+    new = ctx.with_content(msg, as_content(cut.apply(text, _middle), parts), cut.tokens, tag=tag)
+    return new, long.bare + cut.tokens
 
 
 def _middle(removed: int) -> str:
     return f"\n\n{marker(removed)}\n\n"
 
 
-def _shorten(text: str, total: int, cap: int, tally: Tally) -> tuple[int, int, int, int]:
-    """(head chars, tail chars, tokens the marker names, tokens) of the longest head/tail
-    cut of `text` (of `total` tokens) within `cap` tokens."""
-    n = len(text)
-    room = cap - tally.text(_middle(total))
-    while room > 1:
-        head_n = int(room * HEAD_RATIO)
-        head = tally.fit(text, head_n, from_end=False)
-        tail = tally.fit(text, room - head_n, from_end=True)
-        removed = max(0, total - tally.span(text, 0, head) - tally.span(text, n - tail, n))
-        # Tokens can merge across the joins, so the sum of the parts is not the count.
-        tokens = tally.joined(text, head, _middle(removed), tail)
-        if tokens <= cap:
-            return head, tail, removed, tokens
-        room -= tokens - cap
-    return 0, 0, total, tally.text(_middle(total))
-
-
-def _text(msg: Message) -> tuple[str, list[Mapping[str, Any]] | None] | None:
-    """(text, None) for string content, (joined text, parts) for text-only parts, else None."""
-    content = msg.get("content")
-    if isinstance(content, str):
-        return (content, None) if content else None
-    if not isinstance(content, list) or not content:
-        return None
-    for part in content:
-        if not (
-            isinstance(part, Mapping)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-        ):
-            return None
-    return "".join(p["text"] for p in content), list(content)
+def _shorten(text: str, total: int, cap: int, ctx: CurationContext) -> Cut:
+    """The longest head/tail cut of `text` (of `total` tokens) within `cap` tokens, or
+    the marker alone."""
+    found = head_tail(ctx, text, total, cap, _middle, HEAD_RATIO)
+    return found if found is not None else Cut(0, 0, total, ctx.count_text(_middle(total)))

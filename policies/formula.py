@@ -11,7 +11,7 @@ parts are joined is not published). Image, audio and other parts are priced by
 `policies.images`.
 The formula is a sum over the message's keys, so replacing one value changes the count
 by exactly that value's difference; curators rely on that to count what they rewrite
-without encoding the rest again (`policies.tally`).
+without encoding the rest again (`CurationContext.with_content`).
 """
 
 from __future__ import annotations

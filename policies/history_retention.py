@@ -104,8 +104,8 @@ class HistoryRetention:
         i: int,
         ctx: CurationContext,
     ) -> Action:
-        before = ctx.tally.one(msg)
-        after = ctx.tally.one(new) if new is not None else 0
+        before = ctx.count(msg)
+        after = ctx.count(new) if new is not None else 0
         size = size_label(content_bytes(msg.get("content")))
         reason = f"{role(msg)} content of ~{size} in an older turn {done}"
         return Action(self.name, kind, (i,), before - after, reason)
@@ -129,8 +129,8 @@ class HistoryRetention:
         content = msg.get("content")
         if mode == "summary":
             # Describing reads the whole content, and old messages are resent every turn.
-            text = ctx.tally.remember_text(msg, b"|history_summary", lambda: summary(content))
-            return ctx.tally.replaced(msg, text), "replace", "replaced by a description"
+            text = ctx.recall_text(msg, b"|history_summary", lambda: summary(content))
+            return ctx.with_content(msg, text), "replace", "replaced by a description"
         placeholder = "replaced by a placeholder"
         if role(msg) != "user":
             return {**msg, "content": removed("tool result", content)}, "replace", placeholder

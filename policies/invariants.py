@@ -180,7 +180,7 @@ def check(
     if missing:
         errors.append(f"last unit messages {missing} were dropped")
     if budget is not None:
-        used = ctx.tally.total(curated)
+        used = ctx.count_total(curated)
         if used > budget:
             errors.append(f"curated tokens {used} exceed budget {budget}")
     return errors

@@ -9,10 +9,12 @@ tool result or leave a call unanswered.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 Message = Mapping[str, Any]
+Content = str | list[Any]
+"""A message's content: a string, or an array of parts."""
 
 MAPPING = (dict, Mapping)
 """For `isinstance`: dict first, as checking against the Mapping ABC alone costs four times
@@ -114,11 +116,6 @@ def text_of(msg: Message) -> str:
     return ""
 
 
-def has_text_content(msg: Message) -> bool:
-    """True when the content is a plain string, the only shape curators shorten in place."""
-    return isinstance(msg.get("content"), str)
-
-
 class Unit(NamedTuple):
     """A half-open index range [start, stop) of messages that stand or fall together."""
 
@@ -155,10 +152,3 @@ def turn_starts(messages: Sequence[Message]) -> list[int]:
     if messages and (not starts or starts[0] != 0):
         starts.insert(0, 0)
     return starts
-
-
-def iter_turns(messages: Sequence[Message]) -> Iterator[range]:
-    starts = turn_starts(messages)
-    for k, start in enumerate(starts):
-        stop = starts[k + 1] if k + 1 < len(starts) else len(messages)
-        yield range(start, stop)

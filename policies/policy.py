@@ -80,6 +80,7 @@ class Policy:
             pins=self.pins,
             on_overflow=self.on_overflow,
             services=services,
+            profile_chars=self.chain.profile_chars,
         )
 
     def curate(

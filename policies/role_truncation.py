@@ -116,7 +116,7 @@ class RoleTruncation:
                 continue
             cut = self._shorten(msg) if i < old and i not in pinned else None
             if cut is not None:
-                saved = ctx.tally.one(msg) - ctx.tally.one(cut)
+                saved = ctx.count(msg) - ctx.count(cut)
                 chars = _text_length(msg)
                 reason = f"older {role(msg)} message of {chars:,} chars shortened"
                 actions.append(Action(self.name, "truncate", (i,), saved, reason))
@@ -165,7 +165,7 @@ class RoleTruncation:
         excess = len(messages) - cap
         k = self._units_to_drop([u.stop - u.start for u in droppable], excess, cap)
         gone = [i for u in droppable[:k] for i in u.indexes()]
-        tokens = sum(ctx.tally.one(messages[i]) for i in gone)
+        tokens = sum(ctx.count(messages[i]) for i in gone)
         reason = f"dropped the {k} oldest unit(s): {len(messages)} messages, over the cap of {cap}"
         if len(gone) < excess:
             reason += "; still over it with only pinned messages and the newest unit left"

@@ -160,7 +160,7 @@ class Summarizer:
         gone = set(span)
         out = [m for i, m in enumerate(messages[:stop]) if i not in gone]
         out += [summary, *messages[stop:]]
-        size = ctx.tally.one(summary)
+        size = ctx.count(summary)
         saved = plan.span_tokens - size
         services.stats.tokens_saved += saved
         reason = (
@@ -171,7 +171,7 @@ class Summarizer:
 
     def plan(self, messages: Sequence[Message], ctx: CurationContext) -> SpanPlan | None:
         """The span to summarize, or None when nothing should be (see the module docstring)."""
-        sizes = ctx.tally.each(messages)
+        sizes = ctx.count_each(messages)
         total, trigger = sum(sizes) + REPLY_PRIMING, self.trigger(ctx)
         if total <= trigger or len(messages) < 2:
             return None

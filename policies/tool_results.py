@@ -13,15 +13,15 @@ matters. The newest `keep_recent` results stay whole: the model is usually actin
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from policies import params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.messages import Message, ResultNames, is_result, opens_block, role
-from policies.tally import Tally
-from policies.tokens import TOKENS_PER_MESSAGE, Plan
+from policies.shorten import Cut, as_content, cuttable_text, head_only, head_tail
+from policies.tokens import TOKENS_PER_MESSAGE
 
 
 def marker(removed: int) -> str:
@@ -52,20 +52,19 @@ class ToolResultTruncation:
         return self.max_tokens
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
-        tally = ctx.tally
         out = list(messages)
         actions: list[Action] = []
         for i, tool in self._candidates(messages, ctx):
             msg = messages[i]
-            before = tally.one(msg)
+            before = ctx.count(msg)
             # Most results are judged by their (known) count alone.
             if before - TOKENS_PER_MESSAGE <= self.max_tokens:
                 continue
-            cut = self._cut_message(msg, before, tally)
+            cut = self._cut_message(msg, before, ctx)
             if cut is None:
                 continue
             out[i] = cut
-            after = tally.one(cut)
+            after = ctx.count(cut)
             label = f"{tool!r} result" if tool else "tool result"
             reason = f"{label} cut from {before:,} to {after:,} tokens"
             actions.append(Action(self.name, "truncate", (i,), before - after, reason))
@@ -80,7 +79,7 @@ class ToolResultTruncation:
         names = ResultNames({})
         for i, msg in enumerate(messages):
             if opens_block(msg):
-                names = ResultNames(ctx.tally.tool_names(msg), msg)
+                names = ResultNames(ctx.tool_names(msg), msg)
             elif is_result(msg):
                 results.append((i, _function_name(msg, names)))
         recent = len(results) - self.keep_recent
@@ -90,69 +89,31 @@ class ToolResultTruncation:
             if k < recent and i not in pinned and tool not in self.exclude_tools
         ]
 
-    def _cut_message(self, msg: Message, before: int, tally: Tally) -> Message | None:
+    def _cut_message(self, msg: Message, before: int, ctx: CurationContext) -> Message | None:
         """The shortened message, or None when it is within bounds or has no cuttable text."""
-        content = msg.get("content")
-        parts = None if isinstance(content, str) else _text_parts(content)
-        if parts is not None:
-            text = "".join(p["text"] for p in parts)
-        elif isinstance(content, str):
-            text = content
-        else:
+        found = cuttable_text(msg)
+        if found is None:
             return None
+        text, parts = found
         # A result is resent every turn: its cut is planned once, with the message.
         tag = f"|{self.name}|{self.max_tokens}|{self.head_ratio!r}".encode()
-        head, tail, removed, after, bare = tally.remember(
-            msg, tag, lambda: self._plan(msg, text, before, tally)
-        )
-        if head < 0:
+        plan = ctx.recall(msg, tag, lambda: self._plan(msg, text, before, ctx) or ())
+        if not plan:
             return None
-        middle = marker(removed) if removed >= 0 else ""
-        cut = text[:head] + middle + text[len(text) - tail :]
-        new = {**msg, "content": cut if parts is None else [{**parts[0], "text": cut}]}
-        tally.note(new, after, bare, source=(msg, tag))
-        return new
+        cut = Cut.of(plan)
+        return ctx.with_content(
+            msg, as_content(cut.apply(text, marker), parts), cut.tokens, tag=tag
+        )
 
-    def _plan(self, msg: Message, text: str, before: int, tally: Tally) -> Plan:
-        """(head chars, tail chars, tokens the marker names or -1 for none, tokens after,
-        tokens without the content), or all -1 when the text is within bounds."""
-        bare = tally.bare(msg)
+    def _plan(self, msg: Message, text: str, before: int, ctx: CurationContext) -> Cut | None:
+        """How to cut `text` to at most `max_tokens` tokens; None when it is within."""
         # A string content costs what the message costs without it; parts are re-joined.
-        total = before - bare if isinstance(msg.get("content"), str) else tally.text(text)
+        string = isinstance(msg.get("content"), str)
+        total = before - ctx.count_bare(msg) if string else ctx.count_text(text)
         if total <= self.max_tokens:
-            return (-1, -1, -1, -1, -1)
-        head, tail, removed, tokens = self._shorten(text, total, tally)
-        return (head, tail, removed, bare + tokens, bare)
-
-    def _shorten(self, text: str, total: int, tally: Tally) -> Plan:
-        """head + marker + tail of at most `max_tokens` tokens (`total` is the text's count):
-        (head chars, tail chars, the marker's number or -1 for no marker, tokens)."""
-        room = self.max_tokens - tally.text(marker(total))
-        n = len(text)
-        while room > 0:
-            head_n = int(room * self.head_ratio)
-            head = tally.fit(text, head_n, from_end=False)
-            tail = tally.fit(text, room - head_n, from_end=True)
-            removed = max(0, total - tally.span(text, 0, head) - tally.span(text, n - tail, n))
-            # Tokens can merge across the joins, so the sum of the parts is not the count.
-            tokens = tally.joined(text, head, marker(removed), tail)
-            over = tokens - self.max_tokens
-            if over <= 0:
-                return (head, tail, removed, tokens)
-            room -= over
-        head = _head_within(text, self.max_tokens, tally)
-        return (head, 0, -1, tally.span(text, 0, head))
-
-
-def _head_within(text: str, limit: int, tally: Tally) -> int:
-    """Characters of a plain prefix of at most `limit` tokens, for limits too small to hold
-    the marker."""
-    n = limit
-    head = tally.fit(text, n, from_end=False)
-    while n > 0 and (size := tally.span(text, 0, head)) > limit:
-        n -= size - limit
-        head = tally.fit(text, n, from_end=False)
-    return head if n > 0 else 0
+            return None
+        cut = head_tail(ctx, text, total, self.max_tokens, marker, self.head_ratio)
+        return cut if cut is not None else head_only(ctx, text, self.max_tokens)
 
 
 def _function_name(msg: Message, names: ResultNames) -> str:
@@ -160,17 +121,3 @@ def _function_name(msg: Message, names: ResultNames) -> str:
         name = msg.get("name")
         return name if isinstance(name, str) else ""
     return names.answer(msg.get("tool_call_id"))[0]
-
-
-def _text_parts(content: object) -> list[Mapping[str, Any]] | None:
-    """The parts of a content array made only of text parts, else None."""
-    if not isinstance(content, list) or not content:
-        return None
-    for part in content:
-        if not (
-            isinstance(part, Mapping)
-            and part.get("type") == "text"
-            and isinstance(part.get("text"), str)
-        ):
-            return None
-    return list(content)

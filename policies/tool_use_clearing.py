@@ -33,7 +33,6 @@ from policies import params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.describe import content_bytes, size_label
 from policies.messages import Message, ResultNames, Unit, opens_block, role, units
-from policies.tally import Tally
 from policies.tokens import Plan
 
 CLEARED_PREFIX = "[tool result cleared: "
@@ -79,7 +78,7 @@ class ToolUseClearing:
         params.boolean("clear_arguments", self.clear_arguments)
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
-        total = ctx.tally.total(messages) if messages else 0
+        total = ctx.count_total(messages) if messages else 0
         if total <= self.trigger_tokens:
             return CuratorOutput(list(messages))
         blocks = self._clearable(messages, ctx)
@@ -135,9 +134,8 @@ class ToolUseClearing:
 
     def _plan(self, messages: Sequence[Message], unit: Unit, ctx: CurationContext) -> _Block:
         """What clearing this block would replace, and the tokens it would save."""
-        tally = ctx.tally
         head = messages[unit.start]
-        names = ResultNames(tally.tool_names(head), head)
+        names = ResultNames(ctx.tool_names(head), head)
         block = _Block(unit)
         # (id, k): the k-th call with that id, which the k-th result with it answers.
         cleared_ids: set[tuple[str, int]] = set()
@@ -149,7 +147,7 @@ class ToolUseClearing:
                 continue
             content = msg.get("content")
             if not (isinstance(content, str) and content.startswith(CLEARED_PREFIX)):
-                new, saved = _cleared(msg, tool, tally)
+                new, saved = _cleared(msg, tool, ctx)
                 if saved <= 0:
                     continue
                 block.replaced[i], block.saved = new, block.saved + saved
@@ -158,27 +156,26 @@ class ToolUseClearing:
                 cleared_ids.add((tid, nth))
         if self.clear_arguments and cleared_ids:
             new_head = _without_arguments(head, cleared_ids)
-            saved = tally.one(head) - tally.one(new_head)
+            saved = ctx.count(head) - ctx.count(new_head)
             if saved > 0:
                 block.replaced[unit.start], block.saved = new_head, block.saved + saved
         return block
 
 
-def _cleared(msg: Message, tool: str, tally: Tally) -> tuple[Message, int]:
+def _cleared(msg: Message, tool: str, ctx: CurationContext) -> tuple[Message, int]:
     """`msg` with its placeholder, and the tokens that saves. A placeholder depends on the
     message and its tool only, so its size and count are remembered with the message."""
     made: list[str] = []
 
     def plan() -> Plan:
-        size = tally.content_bytes(msg.get("content"))
+        size = ctx.content_bytes(msg.get("content"))
         made.append(_placeholder(tool, size))
-        return (size, tally.bare(msg), tally.text(made[0]))
+        return (size, ctx.count_text(made[0]))
 
     tag = b"|clear|" + tool.encode("utf-8", "surrogatepass")
-    size, bare, tokens = tally.remember(msg, tag, plan)
-    new = {**msg, "content": made[0] if made else _placeholder(tool, size)}
-    tally.note(new, bare + tokens, bare)
-    return new, tally.one(msg) - bare - tokens
+    size, tokens = ctx.recall(msg, tag, plan)
+    new = ctx.with_content(msg, made[0] if made else _placeholder(tool, size), tokens)
+    return new, ctx.count(msg) - ctx.count(new)
 
 
 def _tool_of(msg: Message, names: ResultNames) -> tuple[str, int]:

@@ -25,8 +25,6 @@ from policies.tool_render import render_tools
 CountText = Callable[[str], int]
 TOOLS_MESSAGE = 3
 """The system message the tools section travels in (the cookbook's 3 per message)."""
-JOINED_SYSTEM_SAVING = 4
-"""What the API reports fewer when the request already has a system message."""
 
 
 OPEN_TEMPLATE_TOKENS = 128

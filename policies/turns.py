@@ -44,7 +44,7 @@ class TurnWindow:
         if not dropped:
             return CuratorOutput(list(messages))
         gone = set(dropped)
-        tokens = sum(ctx.tally.one(messages[i]) for i in dropped)
+        tokens = sum(ctx.count(messages[i]) for i in dropped)
         reason = f"kept the newest {self.max_turns} of {len(starts)} turns"
         return CuratorOutput(
             [m for i, m in enumerate(messages) if i not in gone],

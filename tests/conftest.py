@@ -14,6 +14,7 @@ from policies.tokens import TokenCounter
 from tests import factories
 from tests.fakes.servers import HOST
 from tests.fakes.upstream import FakeOpenAI
+from tests.postgres import fresh_dsn, pg_server  # noqa: F401 (fixtures: a real PostgreSQL)
 
 # Curators tokenize real text, so examples are slower than hypothesis expects; the
 # example counts are set per test, and no test may depend on timing.

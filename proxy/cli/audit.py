@@ -1,24 +1,26 @@
-"""`curator audit list | show | diff | export | serve`: read the audit log.
+"""`curator audit list | show | diff | export | migrate | serve`: read the audit log.
 
-Each subcommand reads the store named by `--path` (a SQLite store or a JSONL file, told
-apart by their first bytes), or else by the `audit:` section of `--config` (default
-./config.yaml, if present), or else ./curator-audit.db. `add_subparsers` hooks them into
-the `curator` CLI; every handler takes the parsed arguments and returns an exit status.
+Each subcommand reads the store named by `--path` (a SQLite file, a JSONL file, or a
+postgresql:// URL), or else by the `audit:` section of `--config` (default ./config.yaml,
+if present; only that section is read, so a config holding just the DSN will do), or else
+./curator-audit.db. The reader is chosen by `--sink`, the config's `audit.sink`, the URL's
+scheme or the file's suffix (`readers.registry`), never by the file's content.
+`add_subparsers` hooks them into the `curator` CLI; every handler takes the parsed
+arguments and returns an exit status.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import functools
 import os
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -27,25 +29,24 @@ from policies.yamlsrc import parse_file
 from proxy.cli import audit_serve
 from proxy.cli.audit_render import render_diff, render_record, render_table
 from proxy.cli.pipes import run_to_stdout
-from proxy.config import loader as proxy_config
-from proxy.config.audit import AuditConfig, parse_audit
+from proxy.config.audit import AuditConfig, masked_location, parse_audit
+from proxy.observability.audit.readers.base import Store
 from proxy.observability.audit.readers.query import parse_time, record_conversation
-from proxy.observability.audit.readers.sqlite import SqliteReader
-from proxy.observability.audit.sinks.jsonl import JsonlReader
+from proxy.observability.audit.readers.registry import READERS, open_reader, reader_for
+from proxy.observability.audit.sinks.base import StoreUnavailable
+from proxy.observability.audit.sinks.migrations import SchemaTooNew
+from proxy.observability.audit.sinks.registry import SINKS
 
 DEFAULT_CONFIG = "config.yaml"
 
 
-class Store(Protocol):
-    """What the subcommands need from a store; SQLite and JSONL readers both provide it."""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The store a command reads: where, which sink wrote it (None: infer), its options."""
 
-    def summaries(self, *, limit: int, route: str | None = None) -> list[dict[str, Any]]: ...
-
-    def get(self, record_id: str) -> dict[str, Any] | None: ...
-
-    def between(self, since: float, until: float | None = None) -> Iterator[dict[str, Any]]: ...
-
-    def close(self) -> None: ...
+    location: str
+    sink: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 class UsageError(Exception):
@@ -57,7 +58,13 @@ def add_subparsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help="config file whose audit: section names the store")
     common.add_argument(
-        "--path", "--db", dest="path", help="audit store (.db) or JSONL file; overrides --config"
+        "--path",
+        "--db",
+        dest="path",
+        help="audit store: a .db or .jsonl file, or a postgresql:// URL; overrides --config",
+    )
+    common.add_argument(
+        "--sink", choices=sorted(READERS), help="which store --path is (default: by its name)"
     )
     audit = subparsers.add_parser("audit", help="read the audit log")
     commands = audit.add_subparsers(dest="audit_command", metavar="COMMAND", required=True)
@@ -80,29 +87,48 @@ def add_subparsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     export.add_argument("--since", required=True, help="ISO time, or a duration ago: 1h, 2d")
     export.add_argument("--until", help="ISO time, or a duration ago (default: now)")
     export.set_defaults(func=run_export)
+    migrate = commands.add_parser(
+        "migrate", parents=[common], help="bring the store's schema up to date (also done at start)"
+    )
+    migrate.set_defaults(func=run_migrate)
     audit_serve.add_parser(commands, common).set_defaults(func=run_serve)
 
 
-def _handled(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Report store and usage problems as one line and exit status 1, not a traceback."""
-
-    @functools.wraps(run)
-    def handler(args: argparse.Namespace) -> int:
-        try:
-            return run(args)
-        except (UsageError, LookupError, FileNotFoundError) as exc:
-            return _fail(str(exc))
-        except sqlite3.DatabaseError as exc:
-            return _fail(f"cannot read the audit store: {exc}")
-
-    return handler
+Handler = Callable[[argparse.Namespace], int]
 
 
-@_handled
+def handled_as(command: str) -> Callable[[Handler], Handler]:
+    """Report store and usage problems as one line (`curator COMMAND: ...`) and exit
+    status 1, not a traceback."""
+
+    def wrap(run: Handler) -> Handler:
+        @functools.wraps(run)
+        def handler(args: argparse.Namespace) -> int:
+            try:
+                return run(args)
+            except (UsageError, LookupError, FileNotFoundError) as exc:
+                return _fail(str(exc), command)
+            except (sqlite3.DatabaseError, StoreUnavailable, SchemaTooNew) as exc:
+                return _fail(f"cannot read the audit store: {exc}", command)
+            except Exception as exc:
+                if type(exc).__module__.startswith("psycopg"):  # the optional driver's errors
+                    where = masked_location(str(exc))
+                    return _fail(f"cannot read the audit store: {where}", command)
+                raise
+
+        return handler
+
+    return wrap
+
+
+handled = handled_as("audit")
+
+
+@handled
 def run_list(args: argparse.Namespace) -> int:
     if args.limit < 1:
         return _fail("--limit must be at least 1")
-    with _store(args) as store:
+    with open_store(args) as store:
         if args.conversation is None:
             rows = store.summaries(limit=args.limit, route=args.route)
         else:
@@ -134,7 +160,7 @@ def conversation_turns(store: Store, key: str, route: str | None) -> list[dict[s
     return sorted(rows, key=lambda row: str(row.get("time")))
 
 
-@_handled
+@handled
 def run_show(args: argparse.Namespace) -> int:
     record = _record(args)
     text = orjson.dumps(record, option=orjson.OPT_INDENT_2).decode()
@@ -142,13 +168,13 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-@_handled
+@handled
 def run_diff(args: argparse.Namespace) -> int:
     _print(render_diff(_record(args)))
     return 0
 
 
-@_handled
+@handled
 def run_export(args: argparse.Namespace) -> int:
     now = time.time()
     try:
@@ -156,15 +182,30 @@ def run_export(args: argparse.Namespace) -> int:
         until = parse_time(args.until, now=now) if args.until else None
     except ValueError as exc:
         return _fail(str(exc))
-    with _store(args) as store:
+    with open_store(args) as store:
         for record in store.between(since, until):
             _print(orjson.dumps(record).decode())
     return 0
 
 
-@_handled
+@handled
+def run_migrate(args: argparse.Namespace) -> int:
+    target = audit_target(args.config, args.path, args.sink)
+    sink = SINKS.get(target.sink or _inferred(target.location))
+    if sink is None or sink.migrate is None:
+        return _fail(f"{target.sink or 'this'} store has no schema to migrate")
+    applied = sink.migrate(target.location, target.options)
+    where = masked_location(target.location)
+    if applied:
+        _print(f"{where}: applied schema versions {', '.join(map(str, applied))}")
+    else:
+        _print(f"{where}: schema up to date")
+    return 0
+
+
+@handled
 def run_serve(args: argparse.Namespace) -> int:
-    path = audit_location(args.config, args.path)
+    target = audit_target(args.config, args.path, args.sink)
     config = args.config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
     try:
         keys = audit_serve.admin_keys(config)
@@ -174,40 +215,39 @@ def run_serve(args: argparse.Namespace) -> int:
         raise UsageError(
             f"--host {args.host} is not loopback: set auth.admin_keys in the config first"
         )
-    return audit_serve.serve(path, args.host, args.port, keys)
+    store = (target.location, target.sink, target.options)
+    return audit_serve.serve(store, args.host, args.port, keys)
+
+
+def _inferred(location: str) -> str:
+    return reader_for(location).name
 
 
 def _record(args: argparse.Namespace) -> dict[str, Any]:
-    with _store(args) as store:
+    with open_store(args) as store:
         record = store.get(args.id)
     if record is None:
         raise UsageError(f"no audit record with id {args.id!r}")
     return record
 
 
-def audit_location(config: str | None, override: str | None) -> str:
-    """The store to read: `--path`, else the config's audit path, else the default."""
+def audit_target(config: str | None, override: str | None, sink: str | None = None) -> Target:
+    """The store to read: `--path`, else the config's audit section, else the default."""
     if override:
-        return override
+        return Target(override, sink)
     if config is None and not os.path.exists(DEFAULT_CONFIG):
-        return os.path.abspath(AuditConfig().path)
+        return Target(os.path.abspath(AuditConfig().path), sink)
     audit = _audit_section(config or DEFAULT_CONFIG)
     if not audit.enabled:
         raise UsageError("the config has `audit: {sink: none}`; pass --path to read a store")
     if audit.path == "-":
         raise UsageError("the config writes the audit log to stdout; pass --path to read a copy")
-    return audit.path
+    return Target(audit.path, sink or audit.sink, audit.options)
 
 
 def _audit_section(config: str) -> AuditConfig:
+    """Only the `audit:` section: a problem elsewhere in the config must not hide the log."""
     try:
-        # Prefer the full loader once its Config carries the audit section.
-        if "audit" in {f.name for f in dataclasses.fields(proxy_config.Config)}:
-            with contextlib.suppress(ConfigError):  # then read only the section, below
-                loaded = getattr(proxy_config.load_config(config), "audit", None)
-                if isinstance(loaded, AuditConfig):
-                    return loaded
-        # Otherwise read only this section: a problem elsewhere must not hide the log.
         located = parse_file(config, env=os.environ)
         own = [p for p in located.problems if p.path == "audit" or p.path.startswith("audit.")]
         if own:
@@ -220,21 +260,14 @@ def _audit_section(config: str) -> AuditConfig:
         raise UsageError(f"cannot read config {config}: {exc.strerror or exc}") from None
 
 
-def open_store(path: str) -> Store:
-    """A reader for the store at `path`, SQLite or JSONL by its first bytes."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(16)
-    except OSError as exc:
-        raise UsageError(f"cannot read audit store {path}: {exc.strerror or exc}") from None
-    if head.startswith(b"SQLite format 3"):
-        return SqliteReader(path)
-    return JsonlReader(path)
-
-
 @contextmanager
-def _store(args: argparse.Namespace) -> Iterator[Store]:
-    store = open_store(audit_location(args.config, args.path))
+def open_store(args: argparse.Namespace) -> Iterator[Store]:
+    target = audit_target(args.config, args.path, args.sink)
+    try:
+        store = open_reader(target.location, target.sink, target.options)
+    except OSError as exc:
+        where = masked_location(target.location)
+        raise UsageError(f"cannot read audit store {where}: {exc.strerror or exc}") from None
     try:
         yield store
     finally:
@@ -258,8 +291,8 @@ def _print(text: str) -> None:
     sys.stdout.write(text + "\n")
 
 
-def _fail(message: str) -> int:
-    sys.stderr.write(f"curator audit: {message}\n")
+def _fail(message: str, command: str = "audit") -> int:
+    sys.stderr.write(f"curator {command}: {message}\n")
     return 1
 
 

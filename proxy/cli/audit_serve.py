@@ -16,11 +16,12 @@ import sys
 from policies.errors import ConfigError
 from policies.validate import Problems, Reader
 from policies.yamlsrc import parse_file
+from proxy.config.audit import masked_location
 from proxy.config.auth import read_auth
 from proxy.serving.admin import admin_listener
 from proxy.viewer.app import Viewer
 from proxy.viewer.auth import AdminKeys
-from proxy.viewer.store import opener
+from proxy.viewer.store import Target, opener
 
 DEFAULT_PORT = 9465
 
@@ -66,9 +67,10 @@ def loopback(host: str) -> bool:
         return False
 
 
-def serve(path: str, host: str, port: int, keys: tuple[str, ...]) -> int:
+def serve(store: Target, host: str, port: int, keys: tuple[str, ...]) -> int:
     """Serve the viewer until interrupted; prints the URL to open."""
-    viewer = Viewer(opener(path), AdminKeys(keys))
+    viewer = Viewer(opener(*store), AdminKeys(keys))
+    path = masked_location(store[0])
 
     async def run() -> None:
         async with admin_listener(host, port, "", None, viewer=viewer) as server:

@@ -202,8 +202,9 @@ def _simulate(args: argparse.Namespace) -> int:
         _print_problems(exc)
         return 1
     from proxy.cli import simulate
+    from proxy.cli.simulate_model import Options
 
-    options = simulate.Options(
+    options = Options(
         input=args.input,
         route=args.route,
         policy=args.policy,

@@ -23,8 +23,10 @@ from typing import Any
 
 import orjson
 
-from proxy.cli.audit import UsageError, audit_location, conversation_of, open_store
+from proxy.cli.audit import UsageError, conversation_of, handled_as, open_store
+from proxy.observability.audit.entry import SUMMARIZER
 from proxy.observability.audit.readers.query import parse_time
+from proxy.observability.audit.readers.registry import READERS
 
 DEFAULT_SINCE = "7d"
 
@@ -91,7 +93,15 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=__doc__.split("\n\n")[1] if __doc__ else None,
     )
     report.add_argument("--config", help="config file whose audit: section names the store")
-    report.add_argument("--path", "--db", dest="path", help="audit store; overrides --config")
+    report.add_argument(
+        "--path",
+        "--db",
+        dest="path",
+        help="audit store: a .db or .jsonl file, or a postgresql:// URL; overrides --config",
+    )
+    report.add_argument(
+        "--sink", choices=sorted(READERS), help="which store --path is (default: by its name)"
+    )
     report.add_argument("--since", default=DEFAULT_SINCE, help="ISO time or duration ago (7d)")
     report.add_argument("--until", help="ISO time, or a duration ago (default: now)")
     report.add_argument("--conversation", help="one row per request of this conversation key")
@@ -101,37 +111,34 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     report.set_defaults(handler=run)
 
 
+@handled_as("report")
 def run(args: argparse.Namespace) -> int:
     """`curator report`: print the rows; a bad store or time is one line on stderr, exit 1."""
     now = time.time()
     try:
         since = parse_time(args.since, now=now)
         until = parse_time(args.until, now=now) if args.until else None
-        store = open_store(audit_location(args.config, args.path))
-    except (UsageError, ValueError, FileNotFoundError) as exc:
-        sys.stderr.write(f"curator report: {exc}\n")
-        return 1
-    try:
-        records = chat_records(store.between(since, until), args.conversation)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    with open_store(args) as store:
+        records = client_records(store.between(since, until), args.conversation)
         rows = turns(records) if args.conversation else grouped(records)
-    finally:
-        store.close()
     if args.json:
         text = orjson.dumps([r.as_dict() for r in rows], option=orjson.OPT_INDENT_2).decode()
     elif args.csv:
         text = render_csv(rows)
     else:
-        text = render_text(rows) if rows else "no chat records in that time range"
+        text = render_text(rows) if rows else "no audit records in that time range"
     sys.stdout.write(text.rstrip("\n") + "\n")
     return 0
 
 
-def chat_records(
+def client_records(
     records: Iterable[dict[str, Any]], conversation: str | None
 ) -> Iterator[dict[str, Any]]:
-    """Client chat records (not summarizer calls), of one conversation if one is named."""
+    """The clients' records (not summarizer calls), of one conversation if one is named."""
     for record in records:
-        if record.get("kind", "chat") != "chat":
+        if record.get("kind") == SUMMARIZER:
             continue
         if conversation is not None and not conversation_of(record).startswith(conversation):
             continue

@@ -13,23 +13,24 @@ import asyncio
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from policies.chain import CurationResult
 from policies.errors import ConfigError, ContextOverflow
 from policies.loader import PRESET_PREFIX, load_preset
 from policies.messages import Message
 from policies.models import ModelInfo, ModelTable
-from policies.policy import Budget, Policy
-from policies.prefix_cache import DEFAULT_CACHED_PRICE, PrefixCache, SequenceCost, prompt_of
+from policies.policy import Policy
+from policies.prefix_cache import PrefixCache, prompt_of
 from policies.summary_cache import MEMORY, MemoryCache
 from policies.summary_io import Completion, Services, SummaryRequest, SummaryStats
 from policies.tokens import TokenCounter
 from proxy.cli.simulate_input import Request, SimulateError, read_requests
+from proxy.cli.simulate_model import Options, Report, SimulatedRequest
 from proxy.cli.simulate_render import render_json, render_text
 from proxy.config.loader import Config
+from proxy.protocols.chat import CHAT
 from proxy.serving.routing import select_route
 
 if TYPE_CHECKING:
@@ -37,57 +38,7 @@ if TYPE_CHECKING:
 
     from proxy.upstream.client import UpstreamClient
 
-CHAT_PATH = "/v1/chat/completions"
 PLACEHOLDER = "(placeholder from `curator simulate`: no model was called; pass --allow-calls)"
-
-
-@dataclass(frozen=True, slots=True)
-class Options:
-    """What `curator simulate` was asked to do."""
-
-    input: str
-    """A file path, or "-" for standard input."""
-    route: str | None = None
-    policy: str | None = None
-    """A policy of the config, or `preset:<name>`."""
-    model: str | None = None
-    """Replaces every request's model (so routing, counting and the window follow it)."""
-    allow_calls: bool = False
-    cached_price: float = DEFAULT_CACHED_PRICE
-    diff: bool = False
-    json: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What the policy did to one request."""
-
-    request: Request
-    route: str | None
-    policy: str
-    budget: Budget
-    tokens_before: int
-    result: CurationResult | None = None
-    """None when the request was rejected or skipped."""
-    rejected: str | None = None
-    """The proxy's 400 when the policy says `on_overflow: reject`."""
-    skipped: str | None = None
-    """Why the proxy would forward the request without curating it."""
-    summaries: SummaryStats | None = None
-
-    @property
-    def curated(self) -> list[Message]:
-        return self.result.messages if self.result is not None else self.request.messages
-
-
-@dataclass(frozen=True, slots=True)
-class Report:
-    """Every request's outcome, and the prefix-cache price of both sequences."""
-
-    outcomes: tuple[Outcome, ...]
-    original: SequenceCost
-    curated: SequenceCost
-    pricing: PrefixCache
 
 
 # -- policy choice and simulation ----------------------------------------------------------
@@ -101,10 +52,10 @@ def choose_policy(config: Config, options: Options, model: str) -> tuple[str | N
             known = ", ".join(r.name for r in config.routes)
             raise SimulateError(f"unknown route {options.route!r} (routes: {known})")
     else:
-        route = select_route(config.routes, CHAT_PATH, model, {})
+        route = select_route(config.routes, CHAT.path, model, {})
         if route is None:
             raise SimulateError(
-                f"no route matches POST {CHAT_PATH} with model {model!r} and no headers; "
+                f"no route matches POST {CHAT.path} with model {model!r} and no headers; "
                 "pass --route or --policy"
             )
     return route.name, route.policy, config.policies[route.policy]
@@ -127,7 +78,7 @@ async def simulate(
 ) -> Report:
     """Curate every request in order, then price both sequences with the prefix-cache model."""
     counter = TokenCounter(recorded_models(config.models, requests))
-    outcomes: list[Outcome] = []
+    outcomes: list[SimulatedRequest] = []
     chosen: dict[str, tuple[str | None, str, Policy]] = {}  # by model: presets load once
     for request in requests:
         if options.model is not None:
@@ -135,7 +86,7 @@ async def simulate(
         if request.model not in chosen:
             chosen[request.model] = choose_policy(config, options, request.model)
         route, name, policy = chosen[request.model]
-        outcome = Outcome(
+        outcome = SimulatedRequest(
             request,
             route,
             name,
@@ -173,8 +124,8 @@ def _literal_glob(name: str) -> str:
 
 
 async def _curate(
-    outcome: Outcome, policy: Policy, counter: TokenCounter, services: Services
-) -> Outcome:
+    outcome: SimulatedRequest, policy: Policy, counter: TokenCounter, services: Services
+) -> SimulatedRequest:
     """`outcome` with what the policy did, or why the proxy would not curate the request."""
     request = outcome.request
     if not request.messages:
@@ -258,9 +209,7 @@ async def _simulate(
     if not options.allow_calls:
         services = Services(complete=placeholder_complete, caches={MEMORY: MemoryCache()})
         return await simulate(config, options, requests, services)
-    from proxy.upstream.client import (
-        open_client,  # only --allow-calls needs an HTTP client
-    )
+    from proxy.upstream.connect import open_client  # only --allow-calls needs a client
 
     async with open_client(transport) as client:
         return await simulate(config, options, requests, calling_services(config, client))

@@ -1,7 +1,8 @@
 """INPUT for `curator simulate`, read liberally so that whatever a user has at hand works:
 
-- one JSON value: a chat request (`{"model", "messages", ...}`), an audit record, an array
-  of those, or a bare array of messages (one request);
+- one JSON value: a chat request (`{"model", "messages", ...}`), a Responses API request
+  (`{"model", "input": [...], ...}`, its items seen as the curators see them), an audit
+  record, an array of those, or a bare array of messages (one request);
 - JSONL: one request or audit record per line, a conversation's successive requests
   (`curator audit export` output works as is). Blank lines are skipped.
 An object is a request when it has a `messages` list, wraps one under `request` or `body`,
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from policies.messages import Message
+from proxy.protocols.responses.facts import budget_body
+from proxy.protocols.responses.items import to_neutral
 
 Body = dict[str, Any]
 OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
@@ -100,6 +103,8 @@ def _request(item: object, where: str, line: int) -> Request | None:
         return _request({"model": item.get("model"), **inner}, where, line)
     if isinstance(item.get("messages"), list):
         body = dict(item)
+    elif isinstance(item.get("input"), list):
+        body = _responses_body(item, where)
     elif isinstance(item.get("original"), list):
         return _recorded(item, where, line)
     else:
@@ -139,6 +144,14 @@ def _recorded(item: Mapping[str, Any], where: str, line: int) -> Request | None:
 
 def _positive(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _responses_body(item: Body, where: str) -> Body:
+    """A Responses request as the chat body its curation works on (`proxy.protocols.responses`)."""
+    mapped = to_neutral(item["input"], item.get("instructions"))
+    if isinstance(mapped, str):
+        raise SimulateError(f"{where}: a Responses request the proxy forwards uncurated: {mapped}")
+    return {**budget_body(item), "messages": mapped.messages}
 
 
 def _nonempty(path: str, found: Sequence[Request | None]) -> list[Request]:

@@ -13,13 +13,11 @@ import difflib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from policies.messages import Message, role, text_of
 from policies.prefix_cache import SequenceCost
-
-if TYPE_CHECKING:
-    from proxy.cli.simulate import Options, Outcome, Report
+from proxy.cli.simulate_model import Options, Report, SimulatedRequest
 
 
 def render_text(report: Report, options: Options) -> str:
@@ -30,7 +28,9 @@ def render_text(report: Report, options: Options) -> str:
     return "\n".join(lines + _total_lines(report))
 
 
-def _request_lines(n: int, outcome: Outcome, report: Report, options: Options) -> list[str]:
+def _request_lines(
+    n: int, outcome: SimulatedRequest, report: Report, options: Options
+) -> list[str]:
     request, budget, result = outcome.request, outcome.budget, outcome.result
     route = f"route {outcome.route}, " if outcome.route is not None else ""
     lines = [
@@ -109,7 +109,7 @@ def _fill_lines(report: Report) -> list[str]:
     ]
 
 
-def utilization(outcome: Outcome) -> list[tuple[str, float]]:
+def utilization(outcome: SimulatedRequest) -> list[tuple[str, float]]:
     """Tokens after each curator that acted, as a share of the message budget, in chain
     order; the last is the curated request's. Derived from the tokens each action removed."""
     result, budget = outcome.result, outcome.budget.messages
@@ -127,7 +127,7 @@ def utilization(outcome: Outcome) -> list[tuple[str, float]]:
     return list(shares.items())
 
 
-def _use_line(outcome: Outcome, tokens_after: int) -> str:
+def _use_line(outcome: SimulatedRequest, tokens_after: int) -> str:
     budget = outcome.budget.messages
     share = tokens_after / budget if budget > 0 else 0.0
     steps = ", ".join(f"{name} {used:.1%}" for name, used in utilization(outcome))

@@ -2,17 +2,21 @@
 
 ```yaml
 audit:
-  sink: sqlite              # sqlite (default) | jsonl | none
-  path: curator-audit.db    # relative to the config file; "-" = stdout (jsonl only)
+  sink: sqlite              # sqlite (default) | jsonl | postgres | none
+  path: curator-audit.db    # relative to the config file; "-" = stdout (jsonl only);
+                            # a URL picks its sink (postgresql://...)
   store_responses: true
   redact:
     builtin: true
     patterns:
       - {name: employee_id, regex: "EMP-[0-9]{6}"}
   max_queue: 10000
-  max_age_days: 30          # retention (sqlite only), and/or:
+  retention_days: 30        # retention (sqlite, postgres; max_age_days is the old name)
   max_bytes: 2GB            # bytes, or KB/MB/GB (x1000) or KiB/MiB/GiB (x1024)
 ```
+
+This module knows only the keys every sink shares; a sink's own keys (postgres: `dsn`)
+are parsed by the sink, through `proxy.observability.audit.sinks.registry`.
 """
 
 from __future__ import annotations
@@ -20,22 +24,27 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from policies import validate as v
 from policies.errors import ParamError
+from policies.urls import masked_url
 from policies.validate import Problems, Reader, describe
 from policies.yamlsrc import KeyPath
 from proxy.observability.audit.redact import Detector, custom_detector
+from proxy.observability.audit.sinks.base import STDOUT, Retention, SinkType
+from proxy.observability.audit.sinks.registry import SINKS, by_scheme, owning
 
-STDOUT = "-"
-"""`path: -`: the JSONL sink writes to standard output."""
-SinkName = Literal["sqlite", "jsonl", "none"]
-SINKS: tuple[SinkName, ...] = ("sqlite", "jsonl", "none")
-KEYS = ("sink", "path", "store_responses", "redact", "max_queue", "max_age_days", "max_bytes")
-DEFAULT_PATHS = {"sqlite": "curator-audit.db", "jsonl": "curator-audit.jsonl"}
+OFF = "none"
+COMMON_KEYS = (
+    "sink", "path", "store_responses", "redact", "max_queue",
+    "retention_days", "max_age_days", "max_bytes",
+)  # fmt: skip
+KEYS = (*COMMON_KEYS, *dict.fromkeys(key for t in SINKS.values() for key in t.keys))
+DEFAULT_PATHS = {name: t.default_path for name, t in SINKS.items() if t.default_path}
+_MASKED = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?", re.IGNORECASE)
 _UNITS = {
@@ -56,18 +65,45 @@ class RedactConfig:
 class AuditConfig:
     """Where audit records go, what they keep, and how long."""
 
-    sink: SinkName = "sqlite"
+    sink: str = "sqlite"
+    """A name in `sinks.registry.SINKS`, or "none"."""
     path: str = DEFAULT_PATHS["sqlite"]
-    """Resolved by `parse_audit` against the config file's folder; "-" is stdout."""
+    """Resolved by `parse_audit` against the config file's folder; "-" is stdout; a URL
+    (postgresql://...) as given. May hold credentials: show `where`, never this."""
     store_responses: bool = True
     redact: RedactConfig = field(default_factory=RedactConfig)
     max_queue: int = 10_000
     max_age_days: float | None = None
+    """`retention_days` (or its old name, `max_age_days`)."""
     max_bytes: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The sink's own keys, as its `read_options` parsed them (postgres: `dsn`)."""
 
     @property
     def enabled(self) -> bool:
-        return self.sink != "none"
+        return self.sink != OFF
+
+    @property
+    def retention(self) -> Retention:
+        return Retention(self.max_age_days, self.max_bytes)
+
+    @property
+    def where(self) -> str:
+        """Where records go, printable: credentials in URLs and DSNs masked."""
+        if self.path == STDOUT:
+            return "stdout"
+        return masked_location(self.path)
+
+    def __repr__(self) -> str:
+        # A DSN may carry a password: reprs end up in logs and tracebacks.
+        return f"AuditConfig(sink={self.sink!r}, where={self.where!r})"
+
+
+def masked_location(location: str) -> str:
+    """A path as is; a URL or key=value DSN with its password and query values masked."""
+    if "://" in location:
+        return masked_url(location)
+    return _MASKED.sub(r"\1***", location)
 
 
 def parse_audit(
@@ -96,36 +132,77 @@ def read_audit(read: Reader, value: object, path: KeyPath, *, base_dir: Path) ->
     data = read.mapping(value, path, KEYS)
     if data is None:
         return AuditConfig()
-    sink: SinkName = read.get(data, "sink", path, "sqlite", v.one_of(*SINKS))
-    raw_path = read.get(data, "path", path, DEFAULT_PATHS.get(sink, ""), v.text)
+    name = read.get(data, "sink", path, _implied_sink(data), v.one_of(*SINKS, OFF))
+    sink = SINKS.get(name)
+    raw_path = read.get(data, "path", path, (sink and sink.default_path) or "", v.text)
     config = AuditConfig(
-        sink=sink,
+        sink=name,
         path=_resolve(raw_path, base_dir),
         store_responses=read.get(data, "store_responses", path, True, v.boolean),
         redact=_redact(read, data.get("redact"), (*path, "redact")),
         max_queue=read.get(data, "max_queue", path, 10_000, v.int_in(1, 10_000_000)),
-        max_age_days=read.get(data, "max_age_days", path, None, v.positive_number),
+        max_age_days=_age(read, data, path),
         max_bytes=_size(read, data, (*path, "max_bytes")),
+        options=sink.read_options(read, data, path) if sink else {},
     )
-    _check_sink(read.problems, config, data, path)
+    if sink and sink.location_key and config.options.get(sink.location_key):
+        config = replace(config, path=str(config.options[sink.location_key]))
+    _check_sink(read.problems, config, sink, data, path)
     return config
 
 
+def _implied_sink(data: Mapping[str, Any]) -> str:
+    """No `sink:` key: a URL's scheme (postgresql://) or an owned key (dsn) says which."""
+    location = data.get("path")
+    found = by_scheme(location) if isinstance(location, str) else None
+    found = found or owning(data)
+    return found.name if found else "sqlite"
+
+
+def _age(read: Reader, data: Mapping[str, Any], path: KeyPath) -> float | None:
+    if data.get("retention_days") is not None and data.get("max_age_days") is not None:
+        read.problems.add(
+            (*path, "max_age_days"), "the old name of retention_days: give only one of them"
+        )
+    key = "retention_days" if data.get("retention_days") is not None else "max_age_days"
+    age: float | None = read.get(data, key, path, None, v.positive_number)
+    return age
+
+
 def _resolve(raw: str, base_dir: Path) -> str:
-    if raw == STDOUT:
+    if raw in (STDOUT, "") or "://" in raw:
         return raw
     return str((base_dir / os.path.expanduser(raw)).absolute())
 
 
-def _check_sink(problems: Problems, config: AuditConfig, data: Any, path: KeyPath) -> None:
+def _check_sink(
+    problems: Problems, config: AuditConfig, sink: SinkType | None, data: Any, path: KeyPath
+) -> None:
     if config.path == STDOUT and config.sink != "jsonl":
         problems.add((*path, "path"), '"-" (stdout) needs sink: jsonl')
-    for key in ("max_age_days", "max_bytes"):
-        if config.sink == "jsonl" and data.get(key) is not None:
-            problems.add(
-                (*path, key),
-                "retention applies to sink: sqlite only; rotate JSONL files with your log tooling",
-            )
+    scheme = by_scheme(config.path)
+    if "://" in config.path and sink is not None and scheme is not sink:
+        problems.add((*path, "path"), f"sink: {config.sink} takes a file path, not this URL")
+    for key in ("retention_days", "max_age_days", "max_bytes"):
+        if sink is not None and key not in sink.retention and data.get(key) is not None:
+            problems.add((*path, key), _no_retention(key, sink))
+    for key in KEYS:
+        if key not in COMMON_KEYS and data.get(key) is not None and key not in _own(sink):
+            problems.add((*path, key), f"not a key of sink: {config.sink}")
+
+
+def _no_retention(key: str, sink: SinkType) -> str:
+    names = [name for name, t in SINKS.items() if key in t.retention]
+    if sink.retention:
+        return f"applies to sink: {', '.join(names)} only; use {sink.retention[0]} here"
+    return (
+        f"retention applies to sink: {', '.join(names)} only; "
+        f"rotate {sink.name.upper()} files with your log tooling"
+    )
+
+
+def _own(sink: SinkType | None) -> tuple[str, ...]:
+    return sink.keys if sink else ()
 
 
 def _size(read: Reader, data: Mapping[Any, Any], path: KeyPath) -> int | None:

@@ -1,12 +1,12 @@
-"""What one worker tolerates: body size, requests in flight, chat shape, shutdown grace.
+"""What one worker tolerates: body size, requests in flight, request shape, shutdown grace.
 
 Read from the `server:` section (next to host and port), validated at load:
 ```yaml
 server:
   max_body_mb: 32        # bigger bodies get 413 request_too_large (1-64)
   max_inflight: 1024     # per worker; beyond it a fast 503 proxy_overloaded with Retry-After
-  max_messages: 10000    # a chat request with more messages gets 400 too_many_messages
-  max_json_depth: 64     # a chat body nested deeper gets 400 nesting_too_deep (16-254)
+  max_messages: 10000    # a curated request with more messages gets 400 too_many_messages
+  max_json_depth: 64     # a curated body nested deeper gets 400 nesting_too_deep (16-254)
   shutdown_grace_s: 20   # on SIGTERM, in-flight requests (streams too) get this long to finish
   max_header_kb: 64      # a bigger request head gets 431 and the connection is closed (1-1024)
   header_timeout_s: 10   # a request head must be complete this long after the connection is
@@ -17,8 +17,8 @@ server:
 ```
 The guard (proxy/serving/guard.py) enforces body size and max_inflight before the app runs;
 the connection guard (proxy.serving.connection_guard) enforces the last four before any
-request reaches the app; `check_chat` enforces the chat-shape limits once the body is
-parsed, before curation.
+request reaches the app; each protocol (`proxy.protocols`) enforces the shape limits when
+it parses a body, before curation (`proxy.protocols.wire`).
 """
 
 from __future__ import annotations
@@ -27,12 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from policies import validate as v
 from policies.validate import Reader
 from policies.yamlsrc import KeyPath
-from proxy.errors import ProxyError
 
 MIB = 1024 * 1024
 HARD_MAX_BODY_MB = 64
@@ -41,8 +38,6 @@ would never be reached."""
 ORJSON_MAX_DUMP_DEPTH = 254
 """orjson serializes at most this many levels; a deeper body could be parsed but never
 re-encoded after curation, nor written to the audit log."""
-ORJSON_MAX_LOAD_DEPTH = 1024
-BRACKET_COUNT_MAX_BYTES = 16 * 1024
 LIMIT_KEYS = (
     "max_body_mb",
     "max_inflight",
@@ -116,87 +111,3 @@ def _connection_count(value: Any) -> str | None:
     if value is None or v.int_in(1, MAX_CONNECTIONS_CAP)(value) is None:
         return None
     return f"expected an integer from 1 to {MAX_CONNECTIONS_CAP}, or null (from the fd limit)"
-
-
-# -- chat-shape limits ------------------------------------------------------------------
-def too_many_messages(count: int, limit: int) -> ProxyError:
-    return ProxyError(
-        400,
-        "too_many_messages",
-        f"The request has {count} messages; the proxy accepts at most {limit}.",
-        param="messages",
-    )
-
-
-def nesting_too_deep(limit: int) -> ProxyError:
-    return ProxyError(
-        400,
-        "nesting_too_deep",
-        f"The request body nests JSON arrays and objects more than {limit} levels deep.",
-    )
-
-
-def check_chat(raw: bytes, parsed: object, limits: Limits) -> None:
-    """Raise a 400 `ProxyError` for a chat body with too many messages or nested too deep.
-
-    `parsed` is the decoded body, or None when it did not decode: a body deeper than
-    orjson's own limit fails to decode and is refused here too, rather than forwarded as
-    merely invalid JSON.
-    """
-    if not isinstance(parsed, dict):
-        if parsed is None and _beyond_decoder_depth(raw):
-            raise nesting_too_deep(limits.max_json_depth)
-        return
-    messages = parsed.get("messages")
-    if isinstance(messages, list) and len(messages) > limits.max_messages:
-        raise too_many_messages(len(messages), limits.max_messages)
-    if _maybe_deeper(raw, limits.max_json_depth) and not within_depth(
-        parsed, limits.max_json_depth
-    ):
-        raise nesting_too_deep(limits.max_json_depth)
-
-
-def within_depth(root: object, limit: int) -> bool:
-    """Whether `root` nests lists and dicts at most `limit` levels (a scalar is level 0).
-
-    Breadth-first over containers only, never recursive: ~65 us on a 570 KB agent request
-    (its decoding takes ~1.1 ms).
-    """
-    level: list[Any] = [root] if type(root) in (dict, list) else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > limit:
-            return False
-        below: list[Any] = []
-        for node in level:
-            values = node.values() if type(node) is dict else node
-            for value in values:
-                kind = type(value)
-                if kind is dict or kind is list:
-                    below.append(value)
-        level = below
-    return True
-
-
-def _brackets(raw: bytes) -> int:
-    """An upper bound on the body's nesting depth (brackets inside strings count too)."""
-    return raw.count(b"[") + raw.count(b"{")
-
-
-def _maybe_deeper(raw: bytes, limit: int) -> bool:
-    """False when `raw` cannot nest deeper than `limit`. Counting brackets costs ~1 us on
-    a small body, where walking the decoded one costs several; a big body has more
-    brackets than any limit and its walk (~65 us for 570 KB) costs less than the count."""
-    return len(raw) > BRACKET_COUNT_MAX_BYTES or _brackets(raw) > limit
-
-
-def _beyond_decoder_depth(raw: bytes) -> bool:
-    # Counting brackets first keeps the second decode to bodies that might be that deep.
-    if _brackets(raw) <= ORJSON_MAX_LOAD_DEPTH:
-        return False
-    try:
-        orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return "depth" in exc.msg
-    return False

@@ -45,7 +45,7 @@ def _observability_lines(config: Config) -> list[str]:
         redaction = "built-in patterns" if audit.redact.builtin else "no built-in patterns"
         redaction += f" + {patterns} of yours" if patterns else ""
         stored = "responses stored" if audit.store_responses else "responses not stored"
-        where = "stdout" if audit.path == "-" else audit.path
+        where = audit.where
         audit_line = f"audit: {audit.sink} {where} ({stored}; redaction: {redaction})"
     else:
         audit_line = "audit: off"

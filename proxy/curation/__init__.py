@@ -1,2 +1,3 @@
-"""Curation at the edge: a request body in, the body to send upstream and what the policy did
-out. Fail-open is decided here, in one place."""
+"""Curation at the edge, for any protocol: a request body in (read by its `WireProtocol`), the
+body to send upstream out, and what the policy did noted in the request's record. Fail-open is
+decided here, in one place."""

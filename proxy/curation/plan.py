@@ -1,4 +1,5 @@
-"""The chat-completions path: parse, route, curate, and build what goes upstream.
+"""A curated request's path: parse (through its protocol), route, curate, and build what
+goes upstream.
 
 Fail-open lives here, in one place: a body the proxy cannot read, or a curator that
 raises, sends the client's exact bytes upstream with `x-curator-skipped: <reason>`. The
@@ -19,35 +20,33 @@ it (in `curator serve`, the event loop's): measured here, 19.5 ms vs 28 ms for t
 Measured here: to_thread costs ~0.1 ms; a 64 KiB body costs ~2 ms cold, ~0.2 ms warm.
 A chain holding an async curator (a summarizer) is read the same way, then awaited on
 the event loop, its model calls going through the services the app supplies.
+
+What curation did goes straight into the request's `ExchangeRecord` (the one record the
+metrics and the audit read); the `Plan` says only what goes upstream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any
 
-import orjson
-
-from policies.base import Action
 from policies.chain import CurationResult
 from policies.errors import ContextOverflow
-from policies.messages import Message
 from policies.summary_io import Services, SummaryStats
 from policies.tokens import TokenCounter
-from proxy.config.limits import check_chat
-from proxy.config.loader import Config, Mode, Route
+from proxy.config.loader import Config, Route
 from proxy.errors import context_length_exceeded, no_route
+from proxy.observability.exchange import ExchangeRecord
+from proxy.protocols.base import WireProtocol, WireRequest
 from proxy.serving.guard import Inflight
 from proxy.serving.headers import MODE_HEADER, ascii_bytes, curated_headers, policy_headers
 from proxy.serving.routing import PolicyChoice, Router
 
-log = logging.getLogger("curator.chat")
+log = logging.getLogger("curator.chat")  # the name users filter on; kept
 
-CHAT_PATH = "/v1/chat/completions"
 WOULD_REJECT = "would_reject"
 """Skip reason in shadow mode when the policy would have answered 400 (on_overflow: reject)."""
 CURATED_EMPTY = "curated_empty"
@@ -58,29 +57,14 @@ OFFLOAD_BYTES = 64 * 1024
 
 
 @dataclass(slots=True)  # not frozen: built on every request, and freezing costs ~1 us
-class ChatPlan:
-    """What goes upstream for one chat request, and what curation did to it."""
+class Plan:
+    """What goes upstream for one curated request."""
 
     route: Route
     body: bytes
-    """The client's exact bytes, unless curation changed `messages`."""
+    """The client's exact bytes, unless curation changed the messages."""
     headers: tuple[tuple[bytes, bytes], ...]
     """The `x-curator-*` response headers (the request id is added by the app)."""
-    model: str | None = None
-    policy: str | None = None
-    skipped: str | None = None
-    parsed: Mapping[str, Any] | None = None
-    original: Sequence[Message] | None = None
-    curated: Sequence[Message] | None = None
-    actions: tuple[Action, ...] = ()
-    tokens_before: int | None = None
-    tokens_after: int | None = None
-    curation_s: float | None = None
-    """Time spent curating, model calls of a summarizer included."""
-    summary: SummaryStats | None = None
-    """What summarizers did (async chains only)."""
-    mode: Mode = "enforce"
-    """In `shadow`, `curated`, `actions` and `tokens_after` are what enforce would send."""
 
 
 ServicesFor = Callable[[Route], Services]
@@ -88,19 +72,18 @@ ServicesFor = Callable[[Route], Services]
 
 
 @dataclass(slots=True)
-class ChatRequest:
-    """A readable chat request, routed, with its policy chosen; not yet curated."""
+class Pending:
+    """A readable request, routed, with its policy chosen; not yet curated."""
 
-    raw: bytes
-    parsed: dict[str, Any]
-    messages: list[Message]
-    model: str | None
+    protocol: WireProtocol
+    wire: WireRequest
     route: Route
     choice: PolicyChoice
+    record: ExchangeRecord
 
 
 @dataclass(frozen=True, slots=True)
-class ChatSetup:
+class CurationSetup:
     """What planning needs from the app: its config, counter, and loaded tokenizers."""
 
     config: Config
@@ -116,27 +99,29 @@ class ChatSetup:
         object.__setattr__(self, "router", Router(self.config.routes, self.config.policies))
 
 
-async def plan_chat(
+async def plan(
+    protocol: WireProtocol,
     raw: bytes,
-    path: str,
     headers: Mapping[str, str],
-    setup: ChatSetup,
+    setup: CurationSetup,
+    record: ExchangeRecord,
     services_for: ServicesFor | None = None,
-) -> ChatPlan:
-    """Plan a chat request: in a worker thread when the body is big, awaiting the model
-    calls of an async chain (a summarizer) on the event loop.
+) -> Plan:
+    """Plan a request `protocol` curates (`record.path`), noting in `record` what curation
+    did: in a worker thread when the body is big, awaiting the model calls of an async
+    chain (a summarizer) on the event loop.
 
     Raises `ProxyError` for no matching route and for `on_overflow: reject`.
     """
     counter = setup.counter
     alone = setup.inflight is not None and setup.inflight.count <= 1
     if len(raw) >= OFFLOAD_BYTES and not alone:
-        planned = await asyncio.to_thread(plan_sync, raw, path, headers, setup, None)
+        planned = await asyncio.to_thread(plan_sync, protocol, raw, headers, setup, record, None)
     else:
-        planned = plan_sync(raw, path, headers, setup, setup.loaded)
-    if isinstance(planned, ChatPlan):
+        planned = plan_sync(protocol, raw, headers, setup, record, setup.loaded)
+    if isinstance(planned, Plan):
         return planned
-    model = planned.model or ""
+    model = planned.wire.model or ""
     encoding = counter.encoding_name(model)
     if encoding not in setup.loaded:
         # The first request for this tokenizer loads it (~0.2 s), never on the loop.
@@ -147,8 +132,8 @@ async def plan_chat(
     services = services_for(planned.route) if services_for is not None else None
     started = perf_counter()
     try:
-        policy = planned.choice.policy
-        result = await policy.acurate(planned.messages, planned.parsed, counter, services=services)
+        policy, wire = planned.choice.policy, planned.wire
+        result = await policy.acurate(wire.messages, wire.facts, counter, services=services)
         body = _body(planned, result)
     except Exception as exc:
         return _reject_or_fail_open(planned, exc)
@@ -159,23 +144,24 @@ async def plan_chat(
 
 
 def plan_sync(
+    protocol: WireProtocol,
     raw: bytes,
-    path: str,
     headers: Mapping[str, str],
-    setup: ChatSetup,
+    setup: CurationSetup,
+    record: ExchangeRecord,
     loaded: Container[str] | None,
-) -> ChatPlan | ChatRequest:
+) -> Plan | Pending:
     """The whole plan; or the request still to be curated when its chain is async, or
     when its tokenizer is not among `loaded` (None: any tokenizer may load here)."""
-    request = read_request(raw, path, headers, setup)
-    if isinstance(request, ChatPlan) or request.choice.policy.is_async:
+    request = read_request(protocol, raw, headers, setup, record)
+    if isinstance(request, Plan) or request.choice.policy.is_async:
         return request
-    if loaded is not None and setup.counter.encoding_name(request.model or "") not in loaded:
+    if loaded is not None and setup.counter.encoding_name(request.wire.model or "") not in loaded:
         return request
     return curate(request, setup.counter)
 
 
-def curate(request: ChatRequest, counter: TokenCounter) -> ChatPlan:
+def curate(request: Pending, counter: TokenCounter) -> Plan:
     """Run a sync chain; fail open on a curator error, 400 on `on_overflow: reject`."""
     started = perf_counter()
     try:
@@ -189,35 +175,50 @@ def curate(request: ChatRequest, counter: TokenCounter) -> ChatPlan:
 
 
 def read_request(
-    raw: bytes, path: str, headers: Mapping[str, str], setup: ChatSetup
-) -> ChatPlan | ChatRequest:
+    protocol: WireProtocol,
+    raw: bytes,
+    headers: Mapping[str, str],
+    setup: CurationSetup,
+    record: ExchangeRecord,
+) -> Plan | Pending:
     """Parse and route; a body that cannot be curated comes back as a skipped plan."""
-    parsed, problem = parse_chat(raw)
-    check_chat(raw, parsed, setup.config.server.limits)
-    model = parsed.get("model") if parsed is not None else None
-    model = model if isinstance(model, str) else None
-    route = setup.router.route(path, model, headers)
+    wire = protocol.parse(raw, setup.config.server.limits)
+    route = setup.router.route(record.path, wire.model, headers)
     if route is None:
         raise no_route()
+    record.protocol, record.mode, record.model, record.body, record.facts = (
+        protocol,
+        route.mode,
+        wire.model,
+        wire.body,
+        wire.facts,
+    )
     if route.mode == "off":
-        return _off(route, raw, model, parsed)
+        # Routed only: no policy applies, nothing is counted, the client's bytes go upstream.
+        headers_off = ((b"x-curator-route", ascii_bytes(route.name)), (MODE_HEADER, b"off"))
+        return Plan(route, raw, headers_off)
     choice = setup.router.policy(route, headers)
-    if parsed is None or problem is not None:
-        return _skipped(route, raw, problem or "invalid_json", model, choice, parsed)
-    return ChatRequest(raw, parsed, parsed["messages"], model, route, choice)
+    record.policy = choice.name
+    pending = Pending(protocol, wire, route, choice, record)
+    if wire.body is None or wire.skip is not None:
+        return _skip(pending, wire.skip or "invalid_json")
+    return pending
 
 
-def _run_chain(request: ChatRequest, counter: TokenCounter) -> CurationResult:
-    policy = request.choice.policy
+def _run_chain(request: Pending, counter: TokenCounter) -> CurationResult:
+    policy, wire = request.choice.policy, request.wire
     if policy.chain.curators:
-        return policy.curate(request.messages, request.parsed, counter)
+        return policy.curate(wire.messages, wire.facts, counter)
     # An empty chain (passthrough) changes nothing, so only the count is needed; skipping
     # the budget (tool definitions, window lookup) saves a measurable share per request.
-    tokens = counter.count_messages(request.messages, request.model or "")
-    return CurationResult(request.messages, (), tokens, tokens)
+    messages = wire.messages
+    tokens = counter.count_messages(messages, wire.model or "")
+    return CurationResult(
+        messages if isinstance(messages, list) else list(messages), (), tokens, tokens
+    )
 
 
-def _reject_or_fail_open(request: ChatRequest, exc: Exception) -> ChatPlan:
+def _reject_or_fail_open(request: Pending, exc: Exception) -> Plan:
     if isinstance(exc, ContextOverflow):
         if request.route.mode == "shadow":
             return _skip(request, WOULD_REJECT)
@@ -233,82 +234,34 @@ def _reject_or_fail_open(request: ChatRequest, exc: Exception) -> ChatPlan:
 
 
 def _curated(
-    request: ChatRequest,
+    request: Pending,
     result: CurationResult,
     body: bytes,
     started: float,
     summary: SummaryStats | None,
-) -> ChatPlan:
-    return ChatPlan(
-        route=request.route,
-        body=body,
-        headers=curated_headers(request.route, request.choice, result),
-        model=request.model,
-        policy=request.choice.name,
-        parsed=request.parsed,
-        original=request.messages,
-        curated=result.messages if result.changed else request.messages,
-        actions=result.actions,
-        tokens_before=result.tokens_before,
-        tokens_after=result.tokens_after,
-        curation_s=perf_counter() - started,
-        summary=summary,
-        mode=request.route.mode,
-    )
+) -> Plan:
+    record, original = request.record, request.wire.messages
+    record.original = original
+    record.curated = result.messages if result.changed else original
+    record.actions = result.actions
+    record.tokens_before, record.tokens_after = result.tokens_before, result.tokens_after
+    record.curation_s = perf_counter() - started
+    record.summary = summary
+    headers = curated_headers(request.route, request.choice, result)
+    return Plan(request.route, body, headers)
 
 
-def parse_chat(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
-    """The parsed body and None, or what is wrong with it (a skip reason)."""
-    try:
-        parsed = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None, "invalid_json"
-    if not isinstance(parsed, dict):
-        return None, "not_an_object"
-    messages = parsed.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return parsed, "no_messages"
-    for msg in messages:  # a plain loop: this runs on every request
-        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-            return parsed, "bad_messages"
-    return parsed, None
-
-
-def _body(request: ChatRequest, result: CurationResult) -> bytes:
+def _body(request: Pending, result: CurationResult) -> bytes:
     if not result.changed or request.route.mode == "shadow":
-        return request.raw
-    # Only `messages` is replaced; unpacking keeps every other key's value and order.
-    return orjson.dumps({**request.parsed, "messages": result.messages})
+        return request.wire.raw
+    return request.protocol.rebuild(request.wire, result.messages)
 
 
-def _skipped(
-    route: Route,
-    raw: bytes,
-    reason: str,
-    model: str | None,
-    choice: PolicyChoice,
-    parsed: Mapping[str, Any] | None,
-) -> ChatPlan:
-    headers = policy_headers(route, choice)
+def _skip(request: Pending, reason: str) -> Plan:
+    """The client's bytes go upstream, with `x-curator-skipped: <reason>`."""
+    record = request.record
+    record.skip_reason = reason
+    record.original = request.wire.messages
+    headers = policy_headers(request.route, request.choice)
     headers.append((b"x-curator-skipped", reason.encode()))
-    return ChatPlan(
-        route=route,
-        body=raw,
-        headers=tuple(headers),
-        model=model,
-        policy=choice.name,
-        skipped=reason,
-        parsed=parsed,
-        mode=route.mode,
-    )
-
-
-def _skip(request: ChatRequest, reason: str) -> ChatPlan:
-    r = request
-    return _skipped(r.route, r.raw, reason, r.model, r.choice, r.parsed)
-
-
-def _off(route: Route, raw: bytes, model: str | None, parsed: Mapping[str, Any] | None) -> ChatPlan:
-    """Routed only: no policy applies, nothing is counted, the client's bytes go upstream."""
-    headers = ((b"x-curator-route", ascii_bytes(route.name)), (MODE_HEADER, b"off"))
-    return ChatPlan(route=route, body=raw, headers=headers, model=model, parsed=parsed, mode="off")
+    return Plan(request.route, request.wire.raw, tuple(headers))

@@ -1,7 +1,8 @@
-"""One record per proxied request, handed to observers (audit log, metrics) when it ends.
+"""One record per proxied request: the request fills it as it goes (routing, curation, the
+upstream's answer), and observers (metrics, the audit log) read it when it ends.
 
-Records are built only when the app has observers, and they hold references to the
-request's message lists rather than copies, so a proxy without observers pays nothing.
+It holds references to the request's message lists rather than copies, so a proxy
+without observers pays only for setting a few fields.
 What only the audit log needs (the relayed body, the summarizer's model calls) is
 collected only while the audit log is on.
 Observers run on the event loop right after the exchange: they must be quick (enqueue,
@@ -15,22 +16,17 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from policies.base import Action
 from policies.messages import Message
 from policies.summary_io import Complete, Completion, SummaryRequest, SummaryStats
-from proxy.observability.audit.sse import SSEAccumulator
+from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.usage.spend import Spend
+from proxy.protocols.base import Usage, WireProtocol
+from proxy.types import Outcome
 
 log = logging.getLogger("curator.record")
-
-Outcome = Literal["ok", "client_disconnect", "upstream_error", "proxy_error"]
-"""ok: the upstream's response was relayed in full (whatever its status).
-client_disconnect: the client left before the response ended; the upstream was closed.
-upstream_error: the upstream failed (before or during the response).
-proxy_error: the proxy answered with its own error (no route, too large, overflow reject).
-"""
 
 
 def new_id() -> str:
@@ -45,57 +41,78 @@ def new_id() -> str:
     return (stamp << 80 | random.getrandbits(80)).to_bytes(16, "big").hex()  # 2x an f-string
 
 
-@dataclass(slots=True)  # not frozen: one per request, and freezing 27 fields costs ~2 us
+@dataclass(slots=True)  # not frozen: filled as the request goes, and freezing costs ~2 us
 class ExchangeRecord:
-    """What happened to one request: routing, curation, the upstream's answer, timings."""
+    """What happened to one request: routing, curation, the upstream's answer, timings.
+
+    The app fills the exchange's fields, `proxy.curation` the curation's; the metrics and
+    the audit log read it (the audit's redacted form is built from it in its writer thread).
+    """
 
     id: str
     started_at: float
     """Wall-clock time (epoch seconds) the request arrived."""
     method: str
     path: str
-    route: str | None
-    upstream: str | None
-    policy: str | None
-    model: str | None
-    skipped: str | None
+    route: str | None = None
+    upstream: str | None = None
+    # -- curation: set when a protocol curates the request's path ----------------------
+    protocol: WireProtocol | None = None
+    """The protocol that read the request (its name is the audit record's `kind`)."""
+    mode: str | None = None
+    """The route's mode for a curated path (enforce, shadow or off; None on other paths).
+    In shadow, `curated`, `actions` and `tokens_after` are what enforce would have sent."""
+    policy: str | None = None
+    model: str | None = None
+    skip_reason: str | None = None
     """Why curation was skipped (`x-curator-skipped`), None when it ran or did not apply."""
-    body: Mapping[str, Any] | None
-    """The parsed chat request as the client sent it (a reference)."""
-    original: Sequence[Message] | None
-    curated: Sequence[Message] | None
+    body: Mapping[str, Any] | None = None
+    """The parsed request as the client sent it (a reference)."""
+    facts: Mapping[str, Any] | None = None
+    """What the budget read of it, in chat-completions form (`WireRequest.facts`): tools
+    and output limits, which the spend's counterfactual and the audit's budget fields keep."""
+    original: Sequence[Message] | None = None
+    """The messages as the client sent them, in the neutral form (as far as they could be
+    read when curation was skipped)."""
+    curated: Sequence[Message] | None = None
     """What the model saw; the same list as `original` when nothing changed."""
-    actions: tuple[Action, ...]
-    tokens_before: int | None
-    tokens_after: int | None
-    curation_s: float | None
+    actions: tuple[Action, ...] = ()
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    curation_s: float | None = None
     """Time spent curating, a summarizer's model calls included."""
-    summary: SummaryStats | None
+    summary: SummaryStats | None = None
     """What summarizers did (calls, cache hits, failures, tokens); None without one."""
-    status: int | None
+    # -- the response ------------------------------------------------------------------
+    status: int | None = None
     """The status the client received; None when it left before any response."""
-    upstream_status: int | None
-    latency_s: float
-    ttfb_s: float | None
+    upstream_status: int | None = None
+    latency_s: float = 0.0
+    ttfb_s: float | None = None
     """Seconds until the first response body byte came from upstream."""
-    outcome: Outcome
+    outcome: Outcome = "ok"
     error: str | None = None
     """The proxy's error code (`upstream_timeout`, ...) when it answered or ended a stream."""
-    mode: str | None = None
-    """The route's mode for a chat completion (enforce, shadow or off; None on other paths).
-    In shadow, `curated`, `actions` and `tokens_after` are what enforce would have sent."""
     authorization: str | None = field(default=None, repr=False)
     """The client's Authorization (or api-key) value, for the audit log's key fingerprint.
     Never log or store it; the audit writer keeps only its hash."""
-    response: SSEAccumulator | None = None
+    response: BodyCapture | None = None
     """The relayed response body, collected only when the audit log wants it."""
+    tail: bytes = b""
+    """The response body's last bytes (observed exchanges of a curated path): see `usage`."""
     incomplete: str | None = None
     """Why the client got no complete response (`Relay.incomplete`): the upstream's error
     code mid-response, `client_disconnect` or `shutdown`; None when it was complete."""
     summary_calls: tuple[SummaryCall, ...] = ()
     """The summarizer's model calls for this request (collected only for the audit log)."""
     spend: Spend | None = None
-    """A chat request's usage, cost and uncurated counterfactual (`proxy.observability.usage`)."""
+    """The request's usage, cost and uncurated counterfactual (`proxy.observability.usage`)."""
+
+    def usage(self) -> Usage | None:
+        """The token usage the upstream reported, read from `tail` by the protocol."""
+        if self.protocol is None or not self.tail:
+            return None
+        return self.protocol.usage(self.tail)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,10 +5,12 @@ writer thread (threads do not survive the fork/spawn that starts `--workers`) an
 metric families. On shutdown the writer gets `AUDIT_CLOSE_TIMEOUT_S` to write what is
 queued, and a multiprocess worker drops its live gauges.
 
-`AuditObserver` turns a finished chat exchange into one audit entry, plus one per model call
+`AuditObserver` turns a finished curated exchange into one audit entry (its `kind` the
+protocol's name), plus one per model call
 a summarizer made for it (kind "summarizer", linked by `parent_id`). It only references what
 the exchange already holds; copying, assembling, redacting and writing happen in the writer
-thread. Non-chat paths and `mode: off` routes get no audit record; metrics count them all.
+thread. Paths no protocol curates and `mode: off` routes get no audit record; metrics count
+them all.
 """
 
 from __future__ import annotations
@@ -26,16 +28,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from proxy.config.audit import STDOUT
 from proxy.config.loader import Config
 from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import ProxyError
-from proxy.observability.audit.entry import AuditEntry
-from proxy.observability.audit.writer import AuditWriter, Outcome, open_audit
+from proxy.observability.audit.entry import SUMMARIZER, AuditEntry
+from proxy.observability.audit.sinks.base import STDOUT
+from proxy.observability.audit.writer import AuditWriter, WriteOutcome, open_audit
 from proxy.observability.exchange import ExchangeRecord, Observer, SummaryCall, new_id
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.metrics.labels import labels_for
 from proxy.observability.metrics.multiproc import mark_worker_dead
+from proxy.protocols.chat import CHAT
 from proxy.serving.admin import admin_listener
 from proxy.viewer.app import Viewer
 from proxy.viewer.asgi import ViewerApp
@@ -114,7 +117,11 @@ def admin_viewer(config: Config, *, prefix: str = "") -> Viewer | None:
     audit = config.audit
     if not (config.viewer.enabled and audit.enabled) or audit.path == STDOUT:
         return None
-    return Viewer(opener(audit.path), AdminKeys(config.auth.admin_keys), prefix=prefix)
+    return Viewer(
+        opener(audit.path, audit.sink, audit.options),
+        AdminKeys(config.auth.admin_keys),
+        prefix=prefix,
+    )
 
 
 def viewer_routes(config: Config) -> list[Route]:
@@ -140,7 +147,7 @@ def _open_writer(config: Config, metrics: Metrics | None) -> AuditWriter | None:
         return None
     holder: list[AuditWriter] = []
 
-    def on_outcome(outcome: Outcome) -> None:
+    def on_outcome(outcome: WriteOutcome) -> None:
         if metrics is not None:
             depth = holder[0].queue_depth() if holder else 0
             metrics.audit_outcome(outcome, depth)
@@ -148,7 +155,7 @@ def _open_writer(config: Config, metrics: Metrics | None) -> AuditWriter | None:
     writer = open_audit(config.audit, on_outcome=on_outcome)
     if writer is not None:
         holder.append(writer)
-        log.info("audit log: %s %s", config.audit.sink, config.audit.path)
+        log.info("audit log: %s %s", config.audit.sink, config.audit.where)
     return writer
 
 
@@ -174,7 +181,7 @@ async def _scrape(request: Request) -> Response:
 
 
 class AuditObserver:
-    """Submits the audit entries of a finished chat exchange (never blocks, never raises)."""
+    """Submits the audit entries of a finished curated exchange (never blocks, never raises)."""
 
     __slots__ = ("_metrics", "_writer")
 
@@ -183,22 +190,25 @@ class AuditObserver:
         self._metrics = metrics
 
     def __call__(self, record: ExchangeRecord) -> None:
-        if record.mode is None or record.mode == "off":
+        if record.protocol is None or record.mode == "off":
             return
         for call in record.summary_calls:
             self._writer.submit(summary_entry(record, call))
-        self._writer.submit(chat_entry(record))
+        self._writer.submit(exchange_entry(record))
         if self._metrics is not None:
             self._metrics.audit_queue_depth.set(self._writer.queue_depth())
 
 
-def chat_entry(record: ExchangeRecord) -> AuditEntry:
-    """The audit entry of a chat request: what the client sent, what the model saw, the reply."""
-    original = record.original if record.original is not None else _sent_messages(record)
+def exchange_entry(record: ExchangeRecord) -> AuditEntry:
+    """The audit entry of a curated request: what the client sent, what the model saw, the
+    reply."""
+    original = record.original if record.original is not None else ()
     curated = record.curated if record.curated is not record.original else None
     return AuditEntry(
         id=record.id,
         time=record.started_at,
+        kind=record.protocol.name if record.protocol is not None else "",
+        protocol=record.protocol or CHAT,
         route=record.route,
         policy=record.policy,
         mode=_audit_mode(record),
@@ -209,14 +219,14 @@ def chat_entry(record: ExchangeRecord) -> AuditEntry:
         actions=record.actions,
         tokens_before=record.tokens_before,
         tokens_after=record.tokens_after,
-        skip_reason=record.skipped,
+        skip_reason=record.skip_reason,
         status=record.status,
         latency_ms=record.latency_s * 1000,
         ttfb_ms=record.ttfb_s * 1000 if record.ttfb_s is not None else None,
         response=_response(record),
         incomplete=record.incomplete,
         spend=record.spend,
-        body=record.body,
+        body=record.facts,
     )
 
 
@@ -224,13 +234,7 @@ def _audit_mode(record: ExchangeRecord) -> str:
     """How the proxy handled the request, as the audit log says it."""
     if record.mode == "shadow":
         return "shadow"
-    return "skipped" if record.skipped is not None else "curated"
-
-
-def _sent_messages(record: ExchangeRecord) -> Sequence[Any]:
-    """A skipped request's messages as sent (whatever their shape), if it had a list."""
-    messages = record.body.get("messages") if record.body is not None else None
-    return messages if isinstance(messages, list) else ()
+    return "skipped" if record.skip_reason is not None else "curated"
 
 
 def _response(record: ExchangeRecord) -> Any:
@@ -247,7 +251,7 @@ def summary_entry(record: ExchangeRecord, call: SummaryCall) -> AuditEntry:
     return AuditEntry(
         id=new_id(),
         time=call.started_at,
-        kind="summarizer",
+        kind=SUMMARIZER,
         parent_id=record.id,
         route=record.route,
         policy=record.policy,

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from proxy.protocols.base import WireProtocol
 from proxy.protocols.chat import CHAT
+from proxy.protocols.responses.protocol import RESPONSES
 
-PROTOCOLS: tuple[WireProtocol, ...] = (CHAT,)
+PROTOCOLS: tuple[WireProtocol, ...] = (CHAT, RESPONSES)
 
 
 def protocol_for(method: str, path: str) -> WireProtocol | None:

@@ -18,7 +18,7 @@ Implementations are stateless singletons registered in `proxy.protocols.PROTOCOL
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from policies.messages import Message
@@ -41,18 +41,21 @@ class Usage:
 
 @dataclass(slots=True)  # not frozen: built on every request, and freezing costs ~1 us
 class WireRequest:
-    """A request body as the proxy reads it, before routing and curation."""
+    """A request body as the proxy reads it, before routing and curation.
+
+    No default factories: one is a call per request on the hot path."""
 
     raw: bytes
     """The client's exact bytes: what goes upstream unless curation changed the messages."""
     body: dict[str, Any] | None
     """The decoded JSON object; None when the body is not one."""
-    model: str | None = None
-    skip: str | None = None
+    model: str | None
+    skip: str | None
     """Why this request cannot be curated (`x-curator-skipped`), None when it can."""
-    messages: list[Message] = field(default_factory=list)
-    """The neutral messages the curators see; empty when `skip` is set."""
-    facts: Mapping[str, Any] = field(default_factory=dict)
+    messages: Sequence[Message]
+    """The neutral messages the curators see. With `skip` set, what could be read of them
+    (the audit log shows it), whatever their shape; never curated."""
+    facts: Mapping[str, Any]
     """What the policy reads, in chat-completions form: `model`, `tools` (or `functions`),
     `max_completion_tokens` / `max_tokens`. For chat, the body itself."""
     state: Any = None

@@ -25,28 +25,27 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from policies.summary_io import Services
 from policies.tokens import TokenCounter
-from proxy.config.loader import Config, UpstreamConfig
+from proxy.config.loader import Config
 from proxy.config.loader import Route as ConfigRoute
-from proxy.curation.plan import CHAT_PATH, ChatPlan, plan_chat
+from proxy.curation.plan import plan
 from proxy.errors import JSON_HEADERS, ProxyError, no_route
+from proxy.observability.audit.capture import BodyCapture
+from proxy.observability.audit.health import health_body
 from proxy.observability.exchange import (
     ExchangeRecord,
     Observer,
-    Outcome,
     SummaryCall,
     new_id,
     notify,
     recording,
 )
 from proxy.observability.observers import metrics_routes, open_observability, viewer_routes
-from proxy.observability.usage.body_cap import audit_bytes
 from proxy.observability.usage.spend import Sent, Spend, account
-from proxy.observability.usage.tap import ResponseTap
-from proxy.protocols.chat import CHAT
+from proxy.observability.usage.tap import from_wire
+from proxy.protocols import protocol_for
 from proxy.serving.edge import Edge, open_edge
 from proxy.serving.guard import PROXY_CREDENTIAL, Guard, Inflight
 from proxy.serving.incoming import (
@@ -59,6 +58,8 @@ from proxy.serving.incoming import (
 )
 from proxy.serving.paths import checked_target, error_handlers
 from proxy.serving.reload import WATCH_INTERVAL_S, reloading
+from proxy.serving.routing import POLICY_HEADER_RAW
+from proxy.types import ASGIApp, Receive, Scope, Send
 from proxy.upstream.client import UpstreamRequest
 from proxy.upstream.hygiene import request_headers, upstream_url
 from proxy.upstream.relay import Relay, forward
@@ -66,7 +67,6 @@ from proxy.upstream.relay import Relay, forward
 log = logging.getLogger("curator.app")
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
-POLICY_HEADER = b"x-curator-policy"
 
 
 def create_app(
@@ -83,7 +83,7 @@ def create_app(
     `watch_interval_s`; None: never) and on SIGHUP; see `proxy.serving.reload`.
     """
 
-    inflight = Inflight()  # the guard counts, the chat path reads
+    inflight = Inflight()  # the guard counts, curation reads
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -102,7 +102,7 @@ def create_app(
                 )
             )
             # A reload swaps `live.current`; each exchange reads it once, at its start.
-            yield {"edge": reloader.live, "reloader": reloader}
+            yield {"edge": reloader.live, "reloader": reloader, "audit": seen.audit}
 
     routes = [
         Route("/healthz", healthz, methods=["GET"]),
@@ -139,12 +139,13 @@ class CuratorApp(Starlette):
             await super().__call__(scope, receive, send)
 
 
-async def healthz(_request: Request) -> Response:
-    return Response(b'{"status":"ok"}', media_type="application/json")
+async def healthz(request: Request) -> Response:
+    # Alive and serving even when the audit store is not: readiness detail, still 200.
+    return Response(health_body(request.state.audit), media_type="application/json")
 
 
 async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
-    """Forward one `/v1/*` request (curating chat completions) and record it."""
+    """Forward one `/v1/*` request (curating it when a protocol knows its path) and record it."""
     edge: Edge = scope["state"]["edge"].current
     exchange = _Exchange(scope, edge)
     if edge.metrics is not None:
@@ -155,71 +156,70 @@ async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
         if edge.metrics is not None:
             edge.metrics.inflight.dec()
         if edge.observers:
-            notify(edge.observers, exchange.record())
+            notify(edge.observers, exchange.finish())
 
 
 class _Exchange:
-    """One request's journey; its fields become the ExchangeRecord."""
+    """One request's journey, noted in its `ExchangeRecord` as it goes."""
 
     def __init__(self, scope: Scope, edge: Edge) -> None:
         self.scope = scope
         self.edge = edge
-        self.id = new_id()
         self.started = perf_counter()
-        self.started_at = time.time()
-        self.path: str = scope["path"]
-        self.upstream: UpstreamConfig | None = None
-        self.plan: ChatPlan | None = None
-        self.route: str | None = None
-        self.relay = Relay(self.id)
-        self.headers: list[tuple[bytes, bytes]] = [(b"x-curator-request-id", self.id.encode())]
+        self.record = ExchangeRecord(new_id(), time.time(), scope["method"], scope["path"])
+        self.relay = Relay(self.record.id)
+        self.headers: list[tuple[bytes, bytes]] = [
+            (b"x-curator-request-id", self.record.id.encode())
+        ]
         """The x-curator-* response headers, on success and on the proxy's own errors."""
-        self.status: int | None = None
-        self.outcome: Outcome = "ok"
-        self.error: str | None = None
         self.summary_calls: list[SummaryCall] = []
 
     async def run(self, receive: Receive, send: Send) -> None:
+        record, relay = self.record, self.relay
         try:
             target = checked_target(self.scope)  # before the body: nothing to read for
             body = await read_body(receive, self.edge.max_body_bytes)
             request = await self._prepare(body, target)
             edge = self.edge
-            await forward(edge.client, request, receive, send, self.headers, self.relay, edge.loop)
-            self.status, self.outcome = self.relay.status, self.relay.outcome
-            self.error = self.relay.error
+            await forward(edge.client, request, receive, send, self.headers, relay, edge.loop)
+            record.status, record.outcome, record.error = relay.status, relay.outcome, relay.error
         except ClientGone:
-            self.outcome = "client_disconnect"
+            record.outcome = "client_disconnect"
         except ProxyError as err:
-            self.outcome = "upstream_error" if err.status in (502, 504) else "proxy_error"
-            self.status, self.error = err.status, err.code
+            record.outcome = "upstream_error" if err.status in (502, 504) else "proxy_error"
+            record.status, record.error = err.status, err.code
             await send_error(send, err, self.headers)
         except BaseException:
-            self.outcome = "upstream_error" if self.relay.status else "proxy_error"
-            self.status, self.error = self.relay.status, self.relay.error
+            record.outcome = "upstream_error" if relay.status else "proxy_error"
+            record.status, record.error = relay.status, relay.error
             raise
 
     async def _prepare(self, body: bytes, target: bytes) -> UpstreamRequest:
-        edge, scope = self.edge, self.scope
-        if scope["method"] == "POST" and self.path == CHAT_PATH:
-            wanted = edge.route_by_headers or has_header(scope["headers"], POLICY_HEADER)
+        edge, scope, record = self.edge, self.scope, self.record
+        protocol = protocol_for(record.method, record.path)
+        if protocol is not None:
+            wanted = edge.route_by_headers or has_header(scope["headers"], POLICY_HEADER_RAW)
             headers = header_map(scope["headers"]) if wanted else {}
-            self.plan = await plan_chat(body, self.path, headers, edge.chat, self._services_for)
-            route, body = self.plan.route, self.plan.body
-            self.headers.extend(self.plan.headers)
-            # Every chat response is tapped for its usage; the audit may keep the body too.
-            self.relay.tap = ResponseTap(audit_bytes(edge.config.audit, self.plan.mode), CHAT)
+            planned = await plan(protocol, body, headers, edge.curation, record, self._services_for)
+            route, body = planned.route, planned.body
+            self.headers.extend(planned.headers)
+            if edge.observers and record.mode != "off":
+                self.relay.keep_tail = True  # for the usage the upstream reports
+                if edge.config.audit.enabled:
+                    record.response = self.relay.tap = BodyCapture()
+                    self.relay.tap_errors_only = not edge.config.audit.store_responses
         else:
             headers = header_map(scope["headers"]) if edge.route_by_headers else {}
             model = sniff_model(body) if edge.route_by_model else None
-            found = edge.chat.router.route(self.path, model, headers)
+            found = edge.curation.router.route(record.path, model, headers)
             if found is None:
                 raise no_route()
             route = found
-        self.route = route.name
-        self.upstream = upstream = edge.config.upstreams[route.upstream]
+        record.route = route.name
+        upstream = edge.config.upstreams[route.upstream]
+        record.upstream = upstream.name
         return UpstreamRequest(
-            method=scope["method"],
+            method=record.method,
             url=upstream_url(upstream.base_url, target, scope["query_string"]),
             headers=request_headers(scope["headers"], upstream.api_key),
             body=body,
@@ -249,55 +249,38 @@ class _Exchange:
 
     def _credential(self) -> str | None:
         """The client's credential, for the audit log's fingerprint (nothing else reads it)."""
-        if self.plan is None or not self.edge.config.audit.enabled:
+        if self.record.protocol is None or not self.edge.config.audit.enabled:
             return None
         proxy_key: bytes | None = self.scope.get(PROXY_CREDENTIAL)
         if proxy_key is not None:  # the guard took the client's credential headers out
             return proxy_key.decode("latin-1")
         return client_credential(self.scope["headers"])
 
-    def record(self) -> ExchangeRecord:
-        plan, relay = self.plan, self.relay
-        ttfb = relay.first_byte_at - self.started if relay.first_byte_at is not None else None
-        return ExchangeRecord(
-            id=self.id,
-            started_at=self.started_at,
-            method=self.scope["method"],
-            path=self.path,
-            route=self.route,
-            upstream=self.upstream.name if self.upstream is not None else None,
-            policy=plan.policy if plan else None,
-            model=plan.model if plan else None,
-            skipped=plan.skipped if plan else None,
-            body=plan.parsed if plan else None,
-            original=plan.original if plan else None,
-            curated=plan.curated if plan else None,
-            actions=plan.actions if plan else (),
-            tokens_before=plan.tokens_before if plan else None,
-            tokens_after=plan.tokens_after if plan else None,
-            curation_s=plan.curation_s if plan else None,
-            summary=plan.summary if plan else None,
-            status=self.status,
-            upstream_status=relay.status,
-            latency_s=perf_counter() - self.started,
-            ttfb_s=ttfb,
-            outcome=self.outcome,
-            error=self.error,
-            mode=plan.mode if plan else None,
-            authorization=self._credential(),
-            response=relay.tap if relay.tap is not None and relay.tap.max_bytes else None,
-            incomplete=relay.incomplete,
-            summary_calls=tuple(self.summary_calls),
-            spend=self._spend(),
-        )
+    def finish(self) -> ExchangeRecord:
+        """The record, completed with what only the end of the exchange knows."""
+        record, relay = self.record, self.relay
+        record.upstream_status = relay.status
+        record.latency_s = perf_counter() - self.started
+        if relay.first_byte_at is not None:
+            record.ttfb_s = relay.first_byte_at - self.started
+        if relay.tap is None:  # dropped by the relay: a success the audit does not store
+            record.response = None
+        record.tail = relay.tail()
+        record.incomplete = relay.incomplete
+        record.authorization = self._credential()
+        record.summary_calls = tuple(self.summary_calls)
+        record.spend = self._spend()
+        return record
 
     def _spend(self) -> Spend | None:
-        plan, edge = self.plan, self.edge
-        if plan is None:
+        """Usage, cost and counterfactual of an observed request a protocol read (the relay
+        kept its tail)."""
+        record, edge = self.record, self.edge
+        if record.protocol is None or not self.relay.keep_tail:
             return None
-        headers = self.scope["headers"]
-        sent = Sent.of(plan.model, plan.parsed, plan.original, headers, self.relay.tap)
-        return account(sent, edge.chat.counter, edge.config.prices, edge.counterfactuals)
+        usage = from_wire(record.usage())
+        sent = Sent.of(record.model, record.facts, record.original, self.scope["headers"], usage)
+        return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals)
 
 
 async def send_error(send: Send, err: ProxyError, headers: Sequence[tuple[bytes, bytes]]) -> None:

@@ -12,13 +12,14 @@ import httpx
 from policies.summary_io import SummaryCache
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config
-from proxy.curation.plan import ChatSetup
+from proxy.curation.plan import CurationSetup
 from proxy.observability.exchange import Observer
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.observers import Observability
 from proxy.observability.usage.counterfactual import Counterfactuals
 from proxy.serving.guard import Inflight
-from proxy.upstream.client import UpstreamClient, open_client
+from proxy.upstream.client import UpstreamClient
+from proxy.upstream.connect import open_client
 
 PRELOADED_MODELS = ("gpt-4o",)
 """Models whose encodings are loaded at startup: o200k_base, tiktoken's default. Others
@@ -34,27 +35,29 @@ class Edge:
     """The worker's event loop. Asking asyncio for it costs a getpid() system call, which
     measured ~5 us a request under load here, more than the rest of forwarding's setup."""
     client: UpstreamClient
-    chat: ChatSetup
+    curation: CurationSetup
     observers: tuple[Observer, ...]
     max_body_bytes: int
     caches: Mapping[str, SummaryCache]
     """Summary caches shared by the config's summarizers (empty without any)."""
     route_by_headers: bool
-    """Some route matches on headers, so non-chat requests need a header map."""
+    """Some route matches on headers, so requests no protocol curates need a header map."""
     route_by_model: bool
-    """Some route matches on the model, so non-chat JSON bodies are sniffed for it."""
+    """Some route matches on the model, so JSON bodies no protocol curates are sniffed for it."""
     metrics: Metrics | None = None
     """None when `metrics.enabled` is false."""
     counterfactuals: Counterfactuals = field(default_factory=Counterfactuals)
     """Each conversation's uncurated prompts, for the counterfactual cost (kept on reload)."""
 
-    def serving(self, config: Config, chat: ChatSetup, caches: Mapping[str, SummaryCache]) -> Edge:
+    def serving(
+        self, config: Config, curation: CurationSetup, caches: Mapping[str, SummaryCache]
+    ) -> Edge:
         """This edge serving `config` (a reload): the client, observers and limits stay."""
         by_headers, by_model = _routing(config)
         return replace(
             self,
             config=config,
-            chat=chat,
+            curation=curation,
             caches=caches,
             route_by_headers=by_headers,
             route_by_model=by_model,
@@ -62,7 +65,7 @@ class Edge:
 
 
 def _routing(config: Config) -> tuple[bool, bool]:
-    """Whether routing needs headers, and the model of non-chat bodies: decided once per
+    """Whether routing needs headers, and the model of uncurated bodies: decided once per
     config rather than per request."""
     by_headers = any(r.match.headers for r in config.routes)
     return by_headers, any(r.match.model is not None for r in config.routes)
@@ -100,7 +103,7 @@ async def open_edge(
         config,
         asyncio.get_running_loop(),
         client,
-        ChatSetup(config, counter, loaded, inflight),
+        CurationSetup(config, counter, loaded, inflight),
         seen.observers,
         max_body_bytes,
         caches,

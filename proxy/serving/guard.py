@@ -35,14 +35,13 @@ import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 from proxy.config.auth import AuthConfig
 from proxy.config.limits import Limits
 from proxy.config.loader import Config
 from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import JSON_HEADERS, ProxyError, request_too_large
 from proxy.serving.conn_limits import BODY_TIMED_OUT, request_timeout
+from proxy.types import ASGIApp, Message, Receive, Scope, Send
 
 OPEN_PATHS = frozenset({"/healthz"})
 PROXIED = "/v1/"

@@ -6,14 +6,10 @@ without Starlette's Request, and these run on every request, so they stay small.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import orjson
-from starlette.types import Receive
 
 from proxy.errors import request_too_large
-
-RawHeaders = Sequence[tuple[bytes, bytes]]
+from proxy.types import Headers, Receive
 
 
 class ClientGone(Exception):
@@ -37,18 +33,18 @@ async def read_body(receive: Receive, limit: int) -> bytes:
         chunks.append(chunk)
 
 
-def client_credential(raw: RawHeaders) -> str | None:
+def client_credential(raw: Headers) -> str | None:
     """The client's Authorization (or Azure's api-key) value; only its hash is ever kept."""
     found = {n: v for n, v in raw if n in (b"authorization", b"api-key")}
     value = found.get(b"authorization") or found.get(b"api-key")
     return value.decode("latin-1") if value is not None else None
 
 
-def has_header(raw: RawHeaders, name: bytes) -> bool:
+def has_header(raw: Headers, name: bytes) -> bool:
     return any(n == name for n, _ in raw)
 
 
-def header_map(raw: RawHeaders) -> dict[str, str]:
+def header_map(raw: Headers) -> dict[str, str]:
     return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in raw}
 
 

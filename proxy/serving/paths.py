@@ -33,9 +33,9 @@ from urllib.parse import quote, unquote_to_bytes
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Scope
 
 from proxy.errors import JSON_HEADERS, ProxyError, invalid_path, method_not_allowed, unknown_path
+from proxy.types import Scope
 
 PROXIED_PREFIX = b"/v1/"
 

@@ -41,7 +41,7 @@ from proxy.config.loader import (
     file_stamp,
     load_config,
 )
-from proxy.curation.plan import ChatSetup
+from proxy.curation.plan import CurationSetup
 
 if TYPE_CHECKING:
     import uvicorn
@@ -150,13 +150,13 @@ class Reloader:
 
     async def _derive(self, edge: Edge, config: Config) -> Edge:
         """`edge` serving `config`; the client, observers and limits stay."""
-        old = edge.chat
+        old = edge.curation
         if config.models == old.config.models:
             # Counts cached so far stay valid.
-            chat = ChatSetup(config, old.counter, old.loaded, old.inflight)
+            setup = CurationSetup(config, old.counter, old.loaded, old.inflight)
         else:
-            chat = ChatSetup(config, self._counter_for(config.models), inflight=old.inflight)
-        return edge.serving(config, chat, await self._caches(config, edge.caches))
+            setup = CurationSetup(config, self._counter_for(config.models), inflight=old.inflight)
+        return edge.serving(config, setup, await self._caches(config, edge.caches))
 
     async def _caches(
         self, config: Config, current: Mapping[str, SummaryCache]

@@ -16,6 +16,8 @@ from policies.policy import Policy
 from proxy.config.loader import Route, RouteMatch
 
 POLICY_HEADER = "x-curator-policy"
+POLICY_HEADER_RAW = POLICY_HEADER.encode()
+"""As it is matched in the raw ASGI headers."""
 
 HeaderStatus = Literal["absent", "applied", "unknown", "not_allowed"]
 """What became of a request's `x-curator-policy` header."""
@@ -136,11 +138,6 @@ class Router:
             if default is not None:
                 return default
         return choose_policy(route, headers, self.policies)
-
-
-def resolve_policy(route: Route, headers: Mapping[str, str], policies: Mapping[str, Policy]) -> str:
-    """The name of the policy `choose_policy` picks, for callers that need nothing else."""
-    return choose_policy(route, headers, policies).name
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

@@ -32,9 +32,9 @@ from proxy.config.loader import Config, UpstreamConfig
 from proxy.summarizing.redis_cache import RedisSummaryCache
 from proxy.upstream.client import UpstreamClient, UpstreamRequest
 from proxy.upstream.hygiene import request_headers
-from proxy.upstream.relay import MapUpstreamErrors
 
-CHAT_PATH = "/chat/completions"
+COMPLETIONS_SUFFIX = "/chat/completions"
+"""Appended to the upstream's base URL (which ends in `/v1`) for a summary call."""
 MAX_REPLY_BYTES = 4 * 1024 * 1024
 """A summary is a few KB; anything near this is not a summary."""
 ERROR_SNIPPET_CHARS = 200
@@ -69,7 +69,7 @@ def build_complete(
         }
         outgoing = UpstreamRequest(
             method="POST",
-            url=upstream.base_url + CHAT_PATH,
+            url=upstream.base_url + COMPLETIONS_SUFFIX,
             headers=request_headers(sent, upstream.api_key),
             body=orjson.dumps(body),
             connect_timeout_s=min(upstream.connect_timeout_s, request.timeout_s),
@@ -104,17 +104,16 @@ async def _exchange(client: UpstreamClient, request: UpstreamRequest) -> tuple[i
     """Status, content coding and whole body; transport errors become `ProxyError`s."""
     chunks: list[bytes] = []
     size = 0
-    with MapUpstreamErrors():
-        response = await client.send(request)
-        try:
-            while chunk := await response.read():
-                size += len(chunk)
-                if size > MAX_REPLY_BYTES:
-                    raise SummaryCallError(f"reply larger than {MAX_REPLY_BYTES} bytes")
-                chunks.append(chunk)
-        finally:
-            with suppress(Exception):
-                await response.aclose()
+    response = await client.send(request)  # the client maps its transport errors
+    try:
+        while chunk := await response.read():
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                raise SummaryCallError(f"reply larger than {MAX_REPLY_BYTES} bytes")
+            chunks.append(chunk)
+    finally:
+        with suppress(Exception):
+            await response.aclose()
     coding = next((v for n, v in response.headers if n.lower() == b"content-encoding"), b"")
     return response.status, coding.strip().lower(), b"".join(chunks)
 

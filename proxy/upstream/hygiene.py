@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from proxy.upstream.client import Headers
+from proxy.types import Headers
 
 HOP_BY_HOP = frozenset(
     (b"connection", b"keep-alive", b"te", b"trailer", b"trailers", b"transfer-encoding", b"upgrade")

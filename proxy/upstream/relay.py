@@ -1,11 +1,13 @@
-"""Forwarding: the one place transport errors are mapped, and the relay (URL and header
-hygiene: `proxy.upstream.hygiene`).
+"""The relay: forwards one request upstream and its response to the client (URL and header
+hygiene: `proxy.upstream.hygiene`; transport errors arrive already mapped by the client).
 
-Relay: response headers go to the client as soon as they arrive, then each body chunk as
+ response headers go to the client as soon as they arrive, then each body chunk as
 it is read, with no re-framing. A watcher on the client's connection cancels the exchange
 as soon as the client leaves (after the first 20 ms), which closes the upstream request
 or response. When the audit log wants the body, `Relay.tap` gets each chunk as it goes
-by (an append to a list; parsing happens in the audit writer's thread).
+by (an append to a list; parsing happens in the audit writer's thread). When the exchange
+is observed, the relay also keeps the response's last bytes (`Relay.tail`), from which the
+request's protocol reads the upstream's token usage.
 """
 
 from __future__ import annotations
@@ -16,16 +18,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
-from types import TracebackType
 from typing import Any
 
-import aiohttp
-import httpx
-from starlette.types import Receive, Send
-
-from proxy.errors import ProxyError, upstream_failed, upstream_timeout, upstream_unreachable
-from proxy.observability.audit.sse import SSEAccumulator
-from proxy.observability.exchange import Outcome
+from proxy.errors import ProxyError, upstream_failed
+from proxy.protocols.base import USAGE_TAIL_BYTES
+from proxy.types import Outcome, Receive, Send, Tap
 from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
 from proxy.upstream.hygiene import response_head
 from proxy.upstream.safe_text import failure_reason, loggable_url
@@ -37,45 +34,6 @@ SHUTDOWN = "shutdown"
 SSE_BOUNDARIES = (b"\n\n", b"\r\r", b"\r\n\r\n")
 WATCH_AFTER_S = 0.02
 """How long an exchange runs before a task starts watching for the client leaving."""
-
-
-# -- error mapping: the one place transport errors become proxy errors -----------------
-UPSTREAM_ERRORS = (TimeoutError, aiohttp.ClientError, httpx.TransportError, OSError)
-
-
-def map_upstream_error(exc: BaseException) -> ProxyError | None:
-    """The proxy error for an aiohttp/httpx/socket failure, None for anything else."""
-    if isinstance(exc, TimeoutError | httpx.TimeoutException):
-        return upstream_timeout()
-    if isinstance(exc, aiohttp.ClientConnectorError | httpx.ConnectError):
-        return upstream_unreachable()
-    if isinstance(exc, UPSTREAM_ERRORS):
-        return upstream_failed()
-    return None
-
-
-class MapUpstreamErrors:
-    """Context manager raising `map_upstream_error(exc) from exc` for transport failures.
-
-    A class rather than @contextmanager: it wraps every read of every stream, and this
-    form costs a fraction of a generator-based one.
-    """
-
-    __slots__ = ()
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is not None:
-            mapped = map_upstream_error(exc)
-            if mapped is not None:
-                raise mapped from exc
 
 
 def _cause(err: ProxyError) -> str:
@@ -123,14 +81,24 @@ class Relay:
     error: str | None = None
     complete: bool = False
     """The final body message has been handed to the server."""
-    tap: SSEAccumulator | None = None
+    tap: Tap | None = None
     """Set by the app when the audit log wants the body: gets every relayed body chunk."""
+    keep_tail: bool = False
+    """Set by the app when the exchange is observed: keep the body's last bytes (`tail`)."""
+    tail_parts: list[bytes] | None = None
+    """The body's last chunks, at least `USAGE_TAIL_BYTES` of them when the body had that
+    many (kept as chunks: joining per chunk would copy)."""
     tap_errors_only: bool = False
     """Keep the tap for error statuses (>= 400) only (the audit stores no responses)."""
     incomplete: str | None = None
     """Why the client got no complete response although the exchange began: the upstream
     failed mid-response (its error code), `client_disconnect` or `shutdown`. None when the
     response was complete, the proxy's own error answer included."""
+
+    def tail(self) -> bytes:
+        """The response body's last `USAGE_TAIL_BYTES` (all of it when shorter)."""
+        parts = self.tail_parts
+        return b"".join(parts)[-USAGE_TAIL_BYTES:] if parts else b""
 
 
 async def forward(
@@ -232,8 +200,7 @@ async def _exchange(
     extra_headers: Sequence[tuple[bytes, bytes]],
     relay: Relay,
 ) -> None:
-    with MapUpstreamErrors():
-        response = await client.send(request)
+    response = await client.send(request)
     try:
         relay.status = response.status
         if relay.tap_errors_only and response.status < 400:
@@ -258,10 +225,10 @@ async def _pump(
     tail = b""
     remaining = length
     tap = relay.tap
+    kept = _Tail(relay) if relay.keep_tail else None
     while True:
         try:
-            with MapUpstreamErrors():
-                chunk = await response.read()
+            chunk = await response.read()
         except ProxyError as err:
             relay.outcome, relay.error = "upstream_error", err.code
             relay.incomplete = err.code
@@ -285,6 +252,8 @@ async def _pump(
             relay.first_byte_at = perf_counter()
         if tap is not None:
             tap.feed(chunk)  # appends to a list: parsing waits for the audit thread
+        if kept is not None:
+            kept.add(chunk)
         if sse:
             tail = (tail + chunk[-4:])[-4:]
         if remaining is not None:
@@ -297,6 +266,24 @@ async def _pump(
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
     relay.complete = True
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class _Tail:
+    """Keeps a response's last chunks, dropping the oldest while the rest hold enough."""
+
+    __slots__ = ("_parts", "_size")
+
+    def __init__(self, relay: Relay) -> None:
+        self._parts: list[bytes] = []
+        self._size = 0
+        relay.tail_parts = self._parts
+
+    def add(self, chunk: bytes) -> None:
+        parts = self._parts
+        parts.append(chunk)
+        self._size += len(chunk)
+        while self._size - len(parts[0]) >= USAGE_TAIL_BYTES:
+            self._size -= len(parts.pop(0))
 
 
 def sse_error_event(err: ProxyError, *, ends_event: bool) -> bytes:

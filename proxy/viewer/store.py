@@ -2,31 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, cast
+
+from proxy.config.audit import masked_location
 from proxy.observability.audit.readers.query import Reader
-from proxy.observability.audit.readers.sqlite import SqliteReader
-from proxy.observability.audit.sinks.jsonl import JsonlReader
+from proxy.observability.audit.readers.registry import open_reader as open_store
 from proxy.viewer.app import OpenReader
 
-SQLITE_MAGIC = b"SQLite format 3"
+Target = tuple[str, str | None, Mapping[str, Any]]
+"""(location, the sink that wrote it or None, the sink's options), as `curator audit` has it."""
 
 
-def open_reader(path: str) -> Reader:
-    """A reader for the store at `path`: SQLite or JSONL by its first bytes (as `curator
-    audit` tells them apart). Raises FileNotFoundError when there is no store yet."""
+def open_reader(
+    path: str, sink: str | None = None, options: Mapping[str, Any] | None = None
+) -> Reader:
+    """A reader for the store at `path`, chosen as `curator audit` chooses it (the sink,
+    else the URL's scheme or the file's suffix: `readers.registry`). Raises
+    FileNotFoundError when there is no store yet."""
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(len(SQLITE_MAGIC))
+        return cast(Reader, open_store(path, sink, options))
     except FileNotFoundError:
-        raise FileNotFoundError(f"no audit records yet at {path}") from None
-    if head.startswith(SQLITE_MAGIC):
-        return SqliteReader(path)
-    return JsonlReader(path)
+        raise FileNotFoundError(f"no audit records yet at {masked_location(path)}") from None
 
 
-def opener(path: str) -> OpenReader:
-    """`open_reader` bound to `path`, for `Viewer`."""
+def opener(
+    path: str, sink: str | None = None, options: Mapping[str, Any] | None = None
+) -> OpenReader:
+    """`open_reader` bound to its store, for `Viewer`."""
 
     def open_it() -> Reader:
-        return open_reader(path)
+        return open_reader(path, sink, options)
 
     return open_it

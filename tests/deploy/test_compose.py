@@ -49,7 +49,21 @@ def test_schema_rejects_typos_and_wrong_types(service: str, key: str, value: obj
 
 
 def test_services() -> None:
-    assert set(services()) == {"curator", "prometheus", "grafana"}
+    assert set(services()) == {"curator", "prometheus", "grafana", "postgres"}
+    assert [name for name, s in services().items() if "profiles" in s] == ["postgres"]
+
+
+def test_the_optional_audit_database() -> None:
+    """Started only with `--profile postgres`, reachable only on the compose network; the
+    proxy gets its DSN from the environment, never from a committed file."""
+    postgres = services()["postgres"]
+    assert postgres["profiles"] == ["postgres"]
+    assert "ports" not in postgres
+    assert postgres["environment"]["POSTGRES_PASSWORD"].startswith("${")
+    assert postgres["healthcheck"]["test"][1] == "pg_isready"
+    assert "postgres" not in services()["curator"].get("depends_on", {})
+    assert services()["curator"]["environment"]["CURATOR_AUDIT_DSN"] == "${CURATOR_AUDIT_DSN:-}"
+    assert "dsn: ${CURATOR_AUDIT_DSN}" in (DEPLOY / "config.docker.yaml").read_text()
 
 
 def test_proxy_is_built_from_the_repo_dockerfile() -> None:

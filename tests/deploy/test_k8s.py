@@ -229,6 +229,14 @@ def test_metrics_port_and_path_agree_everywhere() -> None:
     assert service_ports["http"]["targetPort"] == "http"
 
 
+def test_the_audit_dsn_comes_from_an_optional_secret() -> None:
+    env = {e["name"]: e for e in curator_container()["env"]}
+    dsn = env["CURATOR_AUDIT_DSN"]
+    assert "value" not in dsn
+    assert dsn["valueFrom"]["secretKeyRef"]["optional"] is True
+    assert "dsn: ${CURATOR_AUDIT_DSN}" in k8s_objects()["ConfigMap"]["data"]["config.yaml"]
+
+
 def test_audit_goes_to_stdout_as_jsonl() -> None:
     assert k8s_config()["audit"]["sink"] == "jsonl"
     assert k8s_config()["audit"]["path"] == "-"

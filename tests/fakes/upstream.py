@@ -31,6 +31,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tests.fakes import openai_rules as rules
+from tests.fakes import responses_rules
 from tests.fakes.caching import PromptCache
 
 JSON = (b"content-type", b"application/json")
@@ -133,6 +134,7 @@ class FakeOpenAI:
         return Starlette(
             routes=[
                 Route("/v1/chat/completions", _Chat(self), methods=["POST"]),
+                Route("/v1/responses", _Responses(self), methods=["POST"]),
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/v1/embeddings", self._embeddings, methods=["POST"]),
                 Route("/v1/{rest:path}", _not_found, methods=["GET", "POST", "DELETE", "PUT"]),
@@ -294,6 +296,39 @@ class _Chat:
             await _respond_partially(send, payload, behavior.abort_after)
             return
         await _respond(send, 200, payload, extra)
+
+
+class _Responses:
+    """POST /v1/responses: validate strictly (`responses_rules`), then answer or stream."""
+
+    def __init__(self, fake: FakeOpenAI) -> None:
+        self.fake = fake
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        behavior: Behavior = scope["fake.behavior"]
+        raw = (await receive())["body"]
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            await _respond(send, 400, rules.error_body(rules.INVALID_JSON, None, None))
+            return
+        model = body.get("model") if isinstance(body, dict) else None
+        encoding = _encoding(model)
+        problem = responses_rules.check_request(body, encoding, self.fake.window(str(model)))
+        if problem is not None:
+            self.fake.sent.append(problem)
+            await _respond(send, 400, problem)
+            return
+        prompt = responses_rules.count_prompt(body, encoding)
+        done = responses_rules.response(body, behavior, prompt, encoding)
+        if body.get("stream"):
+            events = responses_rules.events(done)
+            self.fake.sent.append(b"".join(events))
+            await _Stream(self.fake, behavior, send, receive).run(events)
+            return
+        payload = orjson.dumps(done)
+        self.fake.sent.append(payload)
+        await _respond(send, 200, payload, behavior.headers)
 
 
 def _encoding(model: object) -> tiktoken.Encoding:

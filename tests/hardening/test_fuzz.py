@@ -25,17 +25,20 @@ from hypothesis import strategies as st
 from policies.errors import ConfigError, Problem
 from policies.loader import load_preset
 from policies.tokens import TokenCounter
-from proxy.config.limits import Limits, within_depth
+from proxy.config.limits import Limits
 from proxy.config.loader import load_config
-from proxy.curation.plan import ChatPlan, ChatRequest, ChatSetup, curate, parse_chat, read_request
+from proxy.curation.plan import CurationSetup, Pending, Plan, curate, read_request
 from proxy.errors import ProxyError
+from proxy.observability.exchange import ExchangeRecord
+from proxy.protocols.chat import CHAT
+from proxy.protocols.wire import within_depth
 from proxy.serving.routing import PolicyChoice
 from tests.hardening.support import hardening_config
 
 SKIP_REASONS = frozenset({"invalid_json", "not_an_object", "no_messages", "bad_messages"})
 LIMIT_CODES = frozenset({"too_many_messages", "nesting_too_deep"})
 CONFIG = hardening_config("http://127.0.0.1:9", limits=Limits(max_messages=20, max_json_depth=16))
-SETUP = ChatSetup(CONFIG, TokenCounter(CONFIG.models))
+SETUP = CurationSetup(CONFIG, TokenCounter(CONFIG.models))
 EXAMPLES = settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.one_of(
@@ -89,23 +92,31 @@ bodies = st.fixed_dictionaries(
 )
 
 
-def _read(raw: bytes) -> ChatPlan | ChatRequest | ProxyError:
+def _record() -> ExchangeRecord:
+    return ExchangeRecord("r", 0.0, "POST", CHAT.path)
+
+
+def _read(raw: bytes) -> tuple[Plan | Pending | ProxyError, ExchangeRecord]:
+    record = _record()
     try:
-        return read_request(raw, "/v1/chat/completions", {}, SETUP)
+        return read_request(CHAT, raw, {}, SETUP, record), record
     except ProxyError as err:
-        return err
+        return err, record
 
 
 @EXAMPLES
 @given(st.binary(max_size=300))
 def test_any_bytes_are_read_or_skipped(raw: bytes) -> None:
-    _, problem = parse_chat(raw)
-    assert problem is None or problem in SKIP_REASONS
-    result = _read(raw)
+    try:
+        problem = CHAT.parse(raw, SETUP.config.server.limits).skip
+    except ProxyError as err:
+        problem = err.code
+    assert problem is None or problem in SKIP_REASONS | LIMIT_CODES
+    result, record = _read(raw)
     if isinstance(result, ProxyError):
         assert result.code in LIMIT_CODES
-    elif isinstance(result, ChatPlan):
-        assert result.skipped in SKIP_REASONS
+    elif isinstance(result, Plan):
+        assert record.skip_reason in SKIP_REASONS
         assert result.body == raw  # forwarded exactly as sent
 
 
@@ -113,17 +124,17 @@ def test_any_bytes_are_read_or_skipped(raw: bytes) -> None:
 @given(bodies)
 def test_any_json_body_is_curated_skipped_or_refused_by_a_limit(body: dict[str, Any]) -> None:
     raw = orjson.dumps(body)
-    result = _read(raw)
+    result, record = _read(raw)
     if isinstance(result, ProxyError):
         assert result.status == 400
         listed = body.get("messages")
         too_many = isinstance(listed, list) and len(listed) > 20
         assert too_many if result.code == "too_many_messages" else not within_depth(body, 16)
         return
-    if isinstance(result, ChatPlan):
-        assert result.skipped in SKIP_REASONS
+    if isinstance(result, Plan):
+        assert record.skip_reason in SKIP_REASONS
         return
-    assert all(isinstance(m, dict) and isinstance(m["role"], str) for m in result.messages)
+    assert all(isinstance(m, dict) and isinstance(m["role"], str) for m in result.wire.messages)
 
 
 @pytest.fixture(scope="module")
@@ -140,13 +151,14 @@ def test_presets_never_let_an_error_escape(preset: str, counter: TokenCounter) -
     def check(listed: list[dict[str, Any]], model: str) -> None:
         raw = orjson.dumps({"model": model, "messages": listed})
         parsed = orjson.loads(raw)
-        request = read_request(raw, "/v1/chat/completions", {}, SETUP)
-        assert isinstance(request, ChatRequest)
+        record = _record()
+        request = read_request(CHAT, raw, {}, SETUP, record)
+        assert isinstance(request, Pending)
         request.choice = PolicyChoice(preset, policy)
         plan = curate(request, counter)
         # curated_empty: curation would have sent `messages: []`, so the original goes.
-        assert plan.skipped in (None, "curator_error", "curated_empty")
-        if plan.skipped is None:
+        assert record.skip_reason in (None, "curator_error", "curated_empty")
+        if record.skip_reason is None:
             out = orjson.loads(plan.body)
             assert {k: v for k, v in out.items() if k != "messages"} == {
                 k: v for k, v in parsed.items() if k != "messages"

@@ -11,8 +11,9 @@ import httpx
 import orjson
 import pytest
 
-from proxy.config.limits import BRACKET_COUNT_MAX_BYTES, MIB, Limits, check_chat, within_depth
+from proxy.config.limits import MIB, Limits
 from proxy.errors import ProxyError
+from proxy.protocols.wire import BRACKET_COUNT_MAX_BYTES, check_depth, within_depth
 from tests.fakes.upstream import Behavior, FakeOpenAI
 from tests.hardening.raw_http import connect, read_response, request_head, send_all_tolerant
 from tests.hardening.support import (
@@ -164,10 +165,10 @@ def test_depth_check_on_small_and_big_bodies(padding: int, extra: int) -> None:
     raw = orjson.dumps(parsed)
     if extra:
         with pytest.raises(ProxyError) as caught:
-            check_chat(raw, parsed, LIMITS)
+            check_depth(raw, parsed, LIMITS.max_json_depth)
         assert caught.value.code == "nesting_too_deep"
     else:
-        check_chat(raw, parsed, LIMITS)
+        check_depth(raw, parsed, LIMITS.max_json_depth)
 
 
 def test_invalid_json_is_still_forwarded_unchanged(http: httpx.Client, fake: FakeOpenAI) -> None:

@@ -12,9 +12,10 @@ import httpx
 import orjson
 
 from policies.base import Action
-from proxy.observability.exchange import ExchangeRecord, Outcome
+from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.metrics.labels import labels_for
+from proxy.types import Outcome
 from tests.fakes.upstream import FakeOpenAI
 from tests.hardening.support import CHAT, hardening_config, running_proxy
 
@@ -42,7 +43,7 @@ def _records(rng: random.Random) -> Iterator[ExchangeRecord]:
             upstream="fake",
             policy="off" if i % 4 else _noise(rng),
             model=_noise(rng),
-            skipped=None if i % 5 else _noise(rng),
+            skip_reason=None if i % 5 else _noise(rng),
             body=None,
             original=None,
             curated=None,

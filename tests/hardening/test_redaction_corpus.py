@@ -22,9 +22,10 @@ import orjson
 import pytest
 
 from proxy.config.audit import AuditConfig
+from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.entry import AuditEntry, RecordBuilder
 from proxy.observability.audit.redact import Redactor
-from proxy.observability.audit.sse import SSEAccumulator, assemble
+from proxy.protocols.chat.assembly import assemble
 from tests.hardening.corpus import BUILTIN_KINDS, SECRETS, Secret, found_in
 from tests.hardening.support import (
     CHAT,
@@ -44,7 +45,7 @@ def test_the_corpus_covers_every_builtin_kind() -> None:
 
 
 # -- the record builder, exhaustively ------------------------------------------------------
-def _record(response: SSEAccumulator | bytes, messages: list[dict[str, Any]] | None = None) -> str:
+def _record(response: BodyCapture | bytes, messages: list[dict[str, Any]] | None = None) -> str:
     builder = RecordBuilder(Redactor.build(), store_responses=True)
     entry = AuditEntry(id="r", time=0.0, original=messages or [], response=response, status=200)
     return builder.build(entry).to_json().decode()
@@ -54,8 +55,8 @@ def _stream(*deltas: dict[str, Any]) -> bytes:
     return b"".join(sse_events(*deltas))
 
 
-def _fed(raw: bytes, *cuts: int) -> SSEAccumulator:
-    acc = SSEAccumulator()
+def _fed(raw: bytes, *cuts: int) -> BodyCapture:
+    acc = BodyCapture()
     edges = [0, *cuts, len(raw)]
     for start, end in itertools.pairwise(edges):
         acc.feed(raw[start:end])

@@ -12,9 +12,11 @@ from policies.chain import Chain
 from policies.coherence import ToolPairCoherence
 from policies.dedupe import Dedupe
 from policies.history_retention import HistoryRetention
+from policies.loader import load_preset
 from policies.messages import Message
 from policies.registry import CURATORS
 from policies.role_truncation import RoleTruncation
+from policies.splits import PROFILE_MIN_CHARS
 from policies.summarizer import Summarizer
 from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
@@ -145,3 +147,25 @@ def test_pins_declared_by_system_preservation_protect_the_first_user() -> None:
     result = Chain((TurnWindow(max_turns=1),)).run(messages, ctx(pins=pins), check=True)
     assert result.messages[:2] == [system(), user("step 0")]
     assert result.messages[2:] == messages[-4:]
+
+
+def test_a_run_leaves_the_context_as_it_was() -> None:
+    """A chain profiles the texts its own curators may cut, in a context of its own when
+    the one it is handed was built for another chain: the caller's is never changed."""
+    messages = agent_history()
+    context = ctx()
+    cutting = Chain((ToolResultTruncation(max_tokens=100, keep_recent=0),))
+    assert cutting.profile_chars == 100
+    assert Chain(()).profile_chars is None
+    first = cutting.run(messages, context, check=True)
+    assert context.profile_chars == PROFILE_MIN_CHARS
+    assert Chain(()).run(messages, context).messages == messages
+    assert context.profile_chars == PROFILE_MIN_CHARS
+    assert cutting.run(messages, context).messages == first.messages
+
+
+def test_a_policy_builds_the_context_its_chain_runs_in() -> None:
+    policy = load_preset("coding-agent")
+    body = {"model": "gpt-4o", "messages": []}
+    context = policy.context(body, ctx().counter)
+    assert context.profile_chars == policy.chain.profile_chars is not None

@@ -21,23 +21,15 @@ from policies.budget import TokenBudget
 from policies.chain import Chain
 from policies.coherence import ToolPairCoherence
 from policies.errors import ContextOverflow
+from policies.registry import CURATORS
 from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
 from policies.turns import TurnWindow
 from tests import factories as f
-from tests.strategies import broken_conversations, conversations
+from tests.policies import examples
+from tests.strategies import agent_sessions, broken_conversations, conversations
 
 Msgs = list[dict[str, Any]]
-
-CURATORS: list[Curator] = [
-    SystemPreservation(),
-    ToolPairCoherence(),
-    ToolResultTruncation(max_tokens=300, keep_recent=1),
-    ToolResultTruncation(max_tokens=30, keep_recent=0, head_ratio=0.0, exclude_tools=("shell",)),
-    TurnWindow(max_turns=2),
-    TokenBudget(),
-    TokenBudget(low_water=0.6),
-]
 
 FULL = (
     SystemPreservation(),
@@ -50,6 +42,7 @@ CHAINS = {
     "coherence_first": Chain((ToolPairCoherence(), *FULL)),
 }
 
+any_conversation = st.one_of(conversations(), agent_sessions())
 pin_specs = st.sampled_from([PinSpec(), PinSpec(first_user=True)])
 lenient = st.sampled_from(["truncate", "forward"])
 budget_fractions = st.floats(0.05, 1.2)
@@ -60,21 +53,28 @@ def context(messages: Msgs, fraction: float, pins: PinSpec, on_overflow: Any) ->
     return f.ctx(budget=budget, pins=pins, on_overflow=on_overflow)
 
 
-@pytest.mark.parametrize("curator", CURATORS, ids=lambda c: repr(c))
-@settings(max_examples=40)
-@given(conversations(), budget_fractions, pin_specs, lenient)
+def test_every_registered_curator_has_examples() -> None:
+    assert sorted(examples.EXAMPLES) == sorted(CURATORS)
+    for name, found in examples.EXAMPLES.items():
+        assert found, f"{name}: no example parameters"
+        assert all(type(c) is CURATORS[name] for c in found), name
+
+
+@pytest.mark.parametrize("curator", examples.registered(), ids=repr)
+@settings(max_examples=30)
+@given(any_conversation, budget_fractions, pin_specs, lenient)
 def test_each_curator_keeps_the_contract(
     curator: Curator, messages: Msgs, fraction: float, pins: PinSpec, on_overflow: str
 ) -> None:
-    ctx = context(messages, fraction, pins, on_overflow)
+    ctx = examples.with_services(context(messages, fraction, pins, on_overflow))
     before = copy.deepcopy(messages)
-    out = curator.curate(messages, ctx)
+    out = examples.curate(curator, messages, ctx)
     assert messages == before
     assert invariants.check(messages, out.messages, ctx) == []
     if not out.actions:
         assert out.messages == messages
     assert all(0 <= i < len(messages) for a in out.actions for i in a.indexes)
-    assert curator.curate(out.messages, ctx).messages == out.messages
+    assert examples.curate(curator, out.messages, ctx).messages == out.messages
 
 
 @settings(max_examples=80)

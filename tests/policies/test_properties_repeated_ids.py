@@ -19,26 +19,16 @@ from policies.base import Curator, PinSpec
 from policies.budget import TokenBudget
 from policies.chain import Chain
 from policies.coherence import ToolPairCoherence
-from policies.dedupe import Dedupe
 from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
 from policies.tool_use_clearing import ToolUseClearing
-from policies.turns import TurnWindow
 from tests import factories as f
 from tests.fakes.openai_rules import check_ordering
+from tests.policies import examples
 from tests.strategies import repeated_id_conversations
 
 Msgs = list[dict[str, Any]]
 
-CURATORS: list[Curator] = [
-    SystemPreservation(),
-    ToolPairCoherence(),
-    ToolResultTruncation(max_tokens=30, keep_recent=0, exclude_tools=("shell",)),
-    ToolUseClearing(trigger_tokens=1, keep=1, exclude_tools=("shell",), clear_arguments=True),
-    Dedupe(),
-    TurnWindow(max_turns=2),
-    TokenBudget(low_water=0.6),
-]
 CHAIN = Chain(
     (
         SystemPreservation(),
@@ -66,15 +56,16 @@ def test_coherence_is_the_identity_on_repeated_ids(messages: Msgs) -> None:
     assert out.actions == ()
 
 
-@pytest.mark.parametrize("curator", CURATORS, ids=lambda c: repr(c))
+@pytest.mark.parametrize("curator", examples.registered(), ids=repr)
 @settings(max_examples=30)
 @given(repeated_id_conversations(), st.floats(0.05, 1.2), pin_specs)
 def test_each_curator_keeps_repeated_ids_acceptable(
     curator: Curator, messages: Msgs, fraction: float, pins: PinSpec
 ) -> None:
     ctx = f.ctx(budget=max(1, int(fraction * f.tokens(messages))), pins=pins)
+    ctx = examples.with_services(ctx)
     before = copy.deepcopy(messages)
-    out = curator.curate(messages, ctx)
+    out = examples.curate(curator, messages, ctx)
     assert messages == before
     assert invariants.check(messages, out.messages, ctx) == []
     assert check_ordering(list(out.messages)) is None

@@ -10,25 +10,28 @@ written with every client or upstream string masked, or without that content at 
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
 from policies.base import Action
 from policies.messages import Message
+from proxy.observability.audit.capture import BodyCapture
+from proxy.observability.audit.message_cache import MessageCache, StoredMessage
 from proxy.observability.audit.redact import Redactor, mask
-from proxy.observability.audit.sse import Assembled, SSEAccumulator, assemble
 from proxy.observability.usage.audit_fields import KEYS as SPEND_KEYS
 from proxy.observability.usage.audit_fields import spend_fields, tools_of
 from proxy.observability.usage.conversation import stored_key
 from proxy.observability.usage.spend import Spend
+from proxy.protocols.base import Assembled, WireProtocol
+from proxy.protocols.chat import CHAT
 
-Kind = Literal["chat", "summarizer"]
-Response = SSEAccumulator | bytes | str | None
+SUMMARIZER = "summarizer"
+"""The `kind` of a summarizer's model call; a curated request's is its protocol's name."""
+Response = BodyCapture | bytes | str | None
 Clean = Callable[[object], Any]
 """Redaction, or masking when redaction failed."""
 ERROR_TEXT_LIMIT = 64 * 1024
@@ -55,7 +58,7 @@ class AuditEntry:
     """The x-curator-request-id header."""
     time: float
     """When the request arrived, in seconds since the epoch."""
-    kind: Kind = "chat"
+    kind: str = "chat"
     parent_id: str | None = None
     """For a summarizer call: the id of the request it summarized for."""
     route: str | None = None
@@ -81,17 +84,12 @@ class AuditEntry:
     incomplete: str | None = None
     """Why the client got no complete response (the upstream's error code mid-response,
     `client_disconnect`, `shutdown`); None when it was complete."""
+    protocol: WireProtocol = CHAT
+    """Reads `response` (a summarizer's calls are chat completions)."""
     spend: Spend | None = None
     body: Mapping[str, Any] | None = None
-    """The parsed request (a reference): its tools and output limits are kept."""
-
-
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """A redacted message as stored: canonical JSON bytes and their hash."""
-
-    digest: bytes
-    data: bytes
+    """The request's budget facts in chat form (`WireRequest.facts`, a reference): its tools
+    and output limits are kept, so `curator simulate` reproduces the budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,34 +146,6 @@ def parse_iso(stamp: str) -> float:
     return when.timestamp()
 
 
-@dataclass(slots=True)
-class _MessageCache:
-    """LRU of redacted messages keyed by the raw message's hash, bounded in bytes.
-
-    Agents resend their whole history every turn; without this the writer would redact
-    the same messages again on every request.
-    """
-
-    max_bytes: int
-    size: int = 0
-    items: OrderedDict[bytes, StoredMessage] = field(default_factory=OrderedDict)
-
-    def get(self, key: bytes) -> StoredMessage | None:
-        hit = self.items.get(key)
-        if hit is not None:
-            self.items.move_to_end(key)
-        return hit
-
-    def put(self, key: bytes, value: StoredMessage) -> None:
-        if len(value.data) > self.max_bytes // 4:
-            return
-        self.items[key] = value
-        self.size += len(value.data)
-        while self.size > self.max_bytes:
-            _, old = self.items.popitem(last=False)
-            self.size -= len(old.data)
-
-
 class RecordBuilder:
     """Turns entries into redacted records. Used by the writer thread only."""
 
@@ -188,7 +158,7 @@ class RecordBuilder:
     ) -> None:
         self.redactor = redactor
         self.store_responses = store_responses
-        self._cache = _MessageCache(cache_bytes)
+        self._cache = MessageCache(cache_bytes)
         self.last_failure: str | None = None
         """Why the last masked record could not be redacted (the writer logs it)."""
 
@@ -276,12 +246,11 @@ class RecordBuilder:
             return None, None
         if isinstance(body, str):
             parsed = Assembled(body, [], None, None)
-        elif isinstance(body, SSEAccumulator):
-            parsed = body.assemble()
         else:
-            parsed = assemble(body)
+            data = body.data() if isinstance(body, BodyCapture) else body
+            parsed = entry.protocol.assemble(data)
         # Cut short: by the accumulator's byte cap, or because the response never ended.
-        truncated = isinstance(body, SSEAccumulator) and body.truncated
+        truncated = isinstance(body, BodyCapture) and body.truncated
         return {**parsed._asdict(), "truncated": truncated or entry.incomplete is not None}, None
 
 
@@ -317,10 +286,10 @@ def _action(action: Action) -> dict[str, Any]:
     }
 
 
-def _error_body(body: SSEAccumulator | bytes | str) -> Any:
+def _error_body(body: BodyCapture | bytes | str) -> Any:
     if isinstance(body, str):
         return body[:ERROR_TEXT_LIMIT]
-    data = body.data() if isinstance(body, SSEAccumulator) else body
+    data = body.data() if isinstance(body, BodyCapture) else body
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:

@@ -6,10 +6,13 @@ redaction, serialization) and writing it happen in the thread, in batches: woken
 entry, the thread lets `batch_window_s` pass, then builds everything queued and writes it
 in one go (one SQLite transaction). Measured on small requests at ~4,000/s, one
 transaction and one thread wake-up per record cost ~150 us of CPU per request on the
-proxy's core; batched, ~20 us. A failing sink (full disk,
-unwritable path) counts records as failed and logs loudly, at a bounded rate; the proxy
-keeps serving. Create one writer per process (in the app's lifespan): threads do not
-survive the fork that starts `--workers`.
+proxy's core; batched, ~20 us. A batch the sink rejects counts its records as failed
+and logs loudly, at a bounded rate; the proxy keeps serving. A store that is unavailable
+(`StoreUnavailable`: database down, connection lost, disk full, read-only, an unwritable
+path) keeps its batch: the thread retries it with backoff while new
+entries wait in the queue, up to `max_queue`, past which they are dropped and counted;
+`health()` says so, for `/healthz`. Create one writer per process (in the app's
+lifespan): threads do not survive the fork that starts `--workers`.
 """
 
 from __future__ import annotations
@@ -25,14 +28,16 @@ from typing import Literal
 
 from proxy.config.audit import AuditConfig
 from proxy.observability.audit.entry import AuditEntry, AuditRecord, RecordBuilder
+from proxy.observability.audit.health import HealthDetail, StoreHealth
+from proxy.observability.audit.ratelog import RateLimitedLog
 from proxy.observability.audit.redact import Redactor
-from proxy.observability.audit.sinks import Sink, open_sink
+from proxy.observability.audit.sinks.base import Sink, StoreUnavailable
+from proxy.observability.audit.sinks.registry import SINKS
 
 log = logging.getLogger("curator.audit")
 
-Outcome = Literal["written", "dropped", "failed"]
+WriteOutcome = Literal["written", "dropped", "failed"]
 PRUNE_INTERVAL_S = 300.0
-LOG_INTERVAL_S = 60.0
 BATCH_WINDOW_S = 0.02
 """How long the thread waits, once woken, for more entries to write with the first."""
 BATCH_MAX = 1000
@@ -53,36 +58,6 @@ class AuditStats:
     queue_depth: int
 
 
-class RateLimitedLog:
-    """Logs each kind of message at most once per interval, saying how many it held back."""
-
-    def __init__(
-        self,
-        logger: logging.Logger,
-        interval_s: float = LOG_INTERVAL_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._logger = logger
-        self._interval = interval_s
-        self._clock = clock
-        self._last: dict[str, float] = {}
-        self._held: dict[str, int] = {}
-        self._lock = threading.Lock()
-
-    def __call__(self, key: str, level: int, message: str, *args: object) -> None:
-        with self._lock:
-            now = self._clock()
-            last = self._last.get(key)
-            if last is not None and now - last < self._interval:
-                self._held[key] = self._held.get(key, 0) + 1
-                return
-            self._last[key] = now
-            held = self._held.pop(key, 0)
-        if held:
-            message += f" ({held} more like this since the last report)"
-        self._logger.log(level, message, *args)
-
-
 class AuditWriter:
     """Queues audit entries and writes them from one background thread."""
 
@@ -94,7 +69,7 @@ class AuditWriter:
         max_queue: int = 10_000,
         prune_interval_s: float = PRUNE_INTERVAL_S,
         batch_window_s: float = BATCH_WINDOW_S,
-        on_outcome: Callable[[Outcome], None] | None = None,
+        on_outcome: Callable[[WriteOutcome], None] | None = None,
         report: RateLimitedLog | None = None,
     ) -> None:
         self._sink = sink
@@ -104,9 +79,14 @@ class AuditWriter:
         self._batch_window = batch_window_s
         self._on_outcome = on_outcome
         self._report = report or RateLimitedLog(log)
-        self._counts: dict[Outcome, int] = {"written": 0, "dropped": 0, "failed": 0}
+        self._counts: dict[WriteOutcome, int] = {"written": 0, "dropped": 0, "failed": 0}
         self._lock = threading.Lock()
         self._closed = False
+        self._closing = threading.Event()
+        self._health = StoreHealth(log)
+        self._held: list[AuditRecord] = []
+        """Built records the store could not take yet (at most one batch)."""
+        self._retry_in = 0.0
         self._thread = threading.Thread(target=self._run, name="curator-audit", daemon=True)
         self._thread.start()
 
@@ -135,11 +115,15 @@ class AuditWriter:
             counts["written"], counts["dropped"], counts["failed"], self._queue.qsize()
         )
 
+    def health(self) -> HealthDetail:
+        return self._health.detail()
+
     def close(self, timeout: float = 10.0) -> bool:
         """Write what is queued, then stop. False if that did not finish within `timeout`."""
         deadline = time.monotonic() + timeout
         with self._lock:
             already, self._closed = self._closed, True
+        self._closing.set()  # a thread waiting out a store outage makes its last try now
         if not already:
             # A queue still full at the deadline means the thread is stuck: join reports it.
             with contextlib.suppress(queue.Full):
@@ -154,14 +138,18 @@ class AuditWriter:
         # A submit racing with close can land behind the stop marker: count it, not lose it.
         with contextlib.suppress(queue.Empty):
             while True:
-                self._queue.get_nowait()
-                self._count("dropped")
+                if self._queue.get_nowait() is not None:
+                    self._count("dropped")
         return True
 
     def _run(self) -> None:
         next_prune = time.monotonic()
         try:
             while True:
+                if self._held:
+                    if self._retry_held():
+                        break
+                    continue
                 wait = max(0.0, next_prune - time.monotonic())
                 try:
                     batch = self._take(wait)
@@ -170,12 +158,11 @@ class AuditWriter:
                 stop = bool(batch) and batch[-1] is None
                 entries = [entry for entry in batch if entry is not None]
                 if entries:
-                    self._write(entries)
+                    self._store(self._build(entries), final=stop)
                 if stop:
                     break
                 if time.monotonic() >= next_prune:
-                    self._prune()
-                    next_prune = time.monotonic() + self._prune_interval
+                    next_prune = time.monotonic() + self._prune()
         finally:
             self._close_sink()
 
@@ -191,7 +178,22 @@ class AuditWriter:
                 batch.append(self._queue.get_nowait())
         return batch
 
-    def _write(self, entries: Sequence[AuditEntry]) -> None:
+    def _retry_held(self) -> bool:
+        """Wait out the backoff, then offer the held batch again; True once closing (the
+        last try then takes everything still queued too)."""
+        if not self._closing.wait(self._retry_in):
+            self._store(self._held, final=False)
+            return False
+        queued: list[AuditEntry] = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                entry = self._queue.get_nowait()
+                if entry is not None:
+                    queued.append(entry)
+        self._store([*self._held, *self._build(queued)], final=True)
+        return True
+
+    def _build(self, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
         records: list[AuditRecord] = []
         yielded = time.perf_counter()
         for entry in entries:
@@ -212,14 +214,29 @@ class AuditWriter:
                     entry.id,
                 )
             records.append(record)
+        return records
+
+    def _store(self, records: list[AuditRecord], *, final: bool) -> None:
+        """Write `records`; an unavailable store keeps them held for a retry, unless this
+        is the last try before stopping."""
+        self._held = []
         if not records:
             return
         try:
             self._sink.write_many(records)
-        except Exception as exc:  # a full disk must not take the proxy down with it
+        except StoreUnavailable as exc:
+            if not final:
+                self._retry_in = self._health.failed(str(exc), len(records))
+                self._held = records
+                return
             for _ in records:
                 self._failed(exc)
             return
+        except Exception as exc:  # a bad batch must not take the proxy down with it
+            for _ in records:
+                self._failed(exc)
+            return
+        self._health.succeeded(len(records))
         for _ in records:
             self._count("written")
 
@@ -227,11 +244,18 @@ class AuditWriter:
         self._count("failed")
         self._report("failed", logging.ERROR, "audit: writing a record failed: %s", exc)
 
-    def _prune(self) -> None:
+    def _prune(self) -> float:
+        """Apply retention (which also opens the store at start); seconds to the next go:
+        sooner while the store is unavailable, so an outage shows and ends promptly."""
         try:
             self._sink.prune()
+        except StoreUnavailable as exc:
+            return self._health.failed(str(exc), 0)
         except Exception as exc:  # retention is retried at the next interval
             self._report("prune", logging.ERROR, "audit: retention failed: %s", exc)
+        else:
+            self._health.succeeded(0)
+        return self._prune_interval
 
     def _close_sink(self) -> None:
         try:
@@ -239,7 +263,7 @@ class AuditWriter:
         except Exception as exc:  # shutting down anyway; say why the file may be unclean
             log.error("audit: closing the sink failed: %s", exc)
 
-    def _count(self, outcome: Outcome) -> None:
+    def _count(self, outcome: WriteOutcome) -> None:
         with self._lock:
             self._counts[outcome] += 1
         if self._on_outcome is not None:
@@ -250,13 +274,12 @@ class AuditWriter:
 
 
 def open_audit(
-    config: AuditConfig, *, on_outcome: Callable[[Outcome], None] | None = None
+    config: AuditConfig, *, on_outcome: Callable[[WriteOutcome], None] | None = None
 ) -> AuditWriter | None:
     """A running writer for `config`, or None when auditing is off (`sink: none`)."""
     if not config.enabled:
         return None
     redactor = Redactor.build(builtin=config.redact.builtin, custom=config.redact.patterns)
     builder = RecordBuilder(redactor, store_responses=config.store_responses)
-    return AuditWriter(
-        open_sink(config), builder, max_queue=config.max_queue, on_outcome=on_outcome
-    )
+    sink = SINKS[config.sink].open(config.path, config.options, config.retention)
+    return AuditWriter(sink, builder, max_queue=config.max_queue, on_outcome=on_outcome)

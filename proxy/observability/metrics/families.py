@@ -52,7 +52,7 @@ CURATION_BUCKETS = (
 UPSTREAM_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0,
 )  # fmt: skip
-UPSTREAM_ERRORS = frozenset({"upstream_unreachable", "upstream_timeout", "upstream_error"})
+UPSTREAM_ERROR_CODES = frozenset({"upstream_unreachable", "upstream_timeout", "upstream_error"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,8 +209,8 @@ class Metrics:
             meters = self._meters[key] = self._exchange_meters(*key)
         meters.requests.inc()
         route = meters.route
-        if record.skipped is not None:
-            reason = record.skipped if record.skipped in KNOWN_SKIPS else OTHER
+        if record.skip_reason is not None:
+            reason = record.skip_reason if record.skip_reason in KNOWN_SKIPS else OTHER
             self._child(self.skipped, reason).inc()
         if record.tokens_before is not None and record.tokens_after is not None:
             meters.tokens_before.inc(record.tokens_before)
@@ -225,7 +225,7 @@ class Metrics:
             meters.ttfb.observe(record.ttfb_s)
         if record.upstream_status is not None:
             meters.total.observe(record.latency_s)
-        if record.error in UPSTREAM_ERRORS:
+        if record.error in UPSTREAM_ERROR_CODES:
             phase = "before_response" if record.upstream_status is None else "mid_response"
             self._child(self.upstream_errors, route, phase, record.error).inc()
         if record.spend is not None:

@@ -3,7 +3,7 @@
 Built once per exchange when its record is (`account`), then read by the metrics and the
 audit log alike, so both always show the same figures.
 
-What is cheap is done at once, on the event loop: the usage (read from the response's tail)
+What is cheap is done at once, on the event loop: the usage (`ExchangeRecord.usage`)
 and the actual cost. The counterfactual is not: it needs every message of the uncurated
 prompt keyed and counted (~3 ms for a 127k-token history), so it waits in `Deferred` until
 a thread asks for it: the audit writer building the record, or the metrics' spend thread
@@ -27,7 +27,6 @@ from policies.pricing import Price, PriceTable, Usage, cost
 from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.observability.usage.conversation import SESSION_HEADER, conversation_key
 from proxy.observability.usage.counterfactual import Counterfactuals
-from proxy.observability.usage.tap import ResponseTap
 
 SESSION_HEADER_BYTES = SESSION_HEADER.encode()
 PRIMING_KEY = b"\0reply-priming"
@@ -50,12 +49,11 @@ class Sent:
         body: Mapping[str, Any] | None,
         original: Sequence[Message] | None,
         headers: Sequence[tuple[bytes, bytes]],
-        tap: object,
+        usage: Usage | None,
     ) -> Sent:
-        """From the exchange: the session header, and the usage the response tap read."""
+        """From the exchange: the session header, and the usage the upstream reported."""
         raw = next((v for n, v in headers if n.lower() == SESSION_HEADER_BYTES), None)
         session = raw.decode("latin-1") if raw is not None else None
-        usage = tap.usage() if isinstance(tap, ResponseTap) else None
         return cls(model, body, original, session, usage)
 
 

@@ -30,24 +30,22 @@ class ChatCompletions:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
             check_depth(raw, None, limits.max_json_depth)
-            return WireRequest(raw, None, skip="invalid_json")
+            return WireRequest(raw, None, None, "invalid_json", (), {})
         if not isinstance(parsed, dict):
-            return WireRequest(raw, None, skip="not_an_object")
+            return WireRequest(raw, None, None, "not_an_object", (), {})
         messages = parsed.get("messages")
         check_count(messages, limits.max_messages, noun="messages", param="messages")
         check_depth(raw, parsed, limits.max_json_depth)
         model = parsed.get("model")
-        request = WireRequest(raw, parsed, model if isinstance(model, str) else None)
-        request.facts = parsed
+        model = model if isinstance(model, str) else None
         if not isinstance(messages, list) or not messages:
-            request.skip = "no_messages"
-            return request
+            return WireRequest(raw, parsed, model, "no_messages", (), parsed)
+        skip = None
         for msg in messages:  # a plain loop: this runs on every request
             if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-                request.skip = "bad_messages"
-                return request
-        request.messages = messages
-        return request
+                skip = "bad_messages"
+                break
+        return WireRequest(raw, parsed, model, skip, messages, parsed)
 
     def rebuild(self, request: WireRequest, curated: Sequence[Message]) -> bytes:
         # Only `messages` is replaced; unpacking keeps every other key's value and order.

@@ -1,4 +1,5 @@
-"""`curator report` and `curator audit list --conversation` over a JSONL audit store."""
+"""`curator report` and `curator audit list --conversation` over a JSONL audit store (and
+`curator report` over PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import orjson
 import pytest
 
 from proxy.cli.main import main as curator
+from proxy.observability.audit.entry import AuditRecord, message_digest, parse_iso
+from proxy.observability.audit.message_cache import StoredMessage
+from proxy.observability.audit.sinks.postgres_writer import PostgresSink
 
 
 def record(
@@ -109,3 +113,28 @@ def test_report_says_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "curator report: cannot read audit store" in capsys.readouterr().err
     assert curator(["report", "--path", str(tmp_path), "--since", "yesterday"]) == 1
     assert "expected an ISO time" in capsys.readouterr().err
+
+
+def test_report_reads_postgresql_as_it_reads_jsonl(
+    store: Path, fresh_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The store is opened through the reader registry, so a postgresql:// URL works."""
+
+    def stored(messages: list[Any]) -> tuple[StoredMessage, ...]:
+        data = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in messages]
+        return tuple(StoredMessage(message_digest(d), d) for d in data)
+
+    records = []
+    for line in store.read_bytes().splitlines():
+        fields = orjson.loads(line)
+        original, curated = stored(fields.pop("original")), stored(fields.pop("curated"))
+        records.append(AuditRecord(parse_iso(fields["time"]), fields, original, curated))
+    sink = PostgresSink(fresh_dsn)
+    sink.write_many(records)
+    sink.close()
+    for extra in ((), ("--conversation", "c-1")):
+        args = ("report", *SINCE, "--json", *extra)
+        from_jsonl = orjson.loads(run(capsys, *args, "--path", str(store)))
+        from_postgres = orjson.loads(run(capsys, *args, "--path", fresh_dsn))
+        assert from_postgres == from_jsonl
+        assert from_jsonl

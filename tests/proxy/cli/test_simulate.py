@@ -19,6 +19,7 @@ from policies.registry import CURATORS
 from policies.tokens import TokenCounter
 from proxy.cli import simulate
 from proxy.cli.main import main
+from proxy.cli.simulate_model import Options
 from proxy.config.loader import Config, load_config
 from proxy.observability.audit.entry import AuditEntry, RecordBuilder
 from proxy.observability.audit.redact import Redactor
@@ -392,7 +393,7 @@ def test_allow_calls_asks_the_summarizers_upstream(tmp_path: Path, config: Confi
         usage = {"prompt_tokens": 321, "completion_tokens": 7}
         return httpx.Response(200, json={"choices": [answer], "usage": usage})
 
-    options = simulate.Options(
+    options = Options(
         input=str(summarizing_input(tmp_path)),
         policy="summarizing",
         allow_calls=True,
@@ -436,7 +437,7 @@ def test_requests_the_proxy_would_not_curate_are_shown_as_skipped(
     config = load_config(path, registry={**CURATORS, "broken": Broken})
     empty = {"model": "other", "messages": []}
     source = write(tmp_path, "c.jsonl", conversation(model="other"), empty)
-    assert simulate.run(config, simulate.Options(input=str(source))) == 0
+    assert simulate.run(config, Options(input=str(source))) == 0
     out = capsys.readouterr().out
     assert (
         "  SKIPPED: curator_error (RuntimeError: boom on 9 messages for other); "
@@ -444,7 +445,7 @@ def test_requests_the_proxy_would_not_curate_are_shown_as_skipped(
     ) in out
     assert "  SKIPPED: no_messages; the proxy forwards it unchanged\n" in out
     assert "total: 2 request(s), 0 rejected, 2 skipped\n" in out
-    assert simulate.run(config, simulate.Options(input=str(source), json=True)) == 0
+    assert simulate.run(config, Options(input=str(source), json=True)) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["skipped"] for r in data["requests"]] == [
         "curator_error (RuntimeError: boom on 9 messages for other)",
@@ -460,7 +461,7 @@ def test_a_failed_summarizer_call_is_reported_and_curation_goes_on(
         return httpx.Response(503, json={"error": {"message": "overloaded"}})
 
     source = summarizing_input(tmp_path)
-    options = simulate.Options(input=str(source), policy="summarizing", allow_calls=True)
+    options = Options(input=str(source), policy="summarizing", allow_calls=True)
     assert simulate.run(config, options, transport=httpx.MockTransport(upstream)) == 0
     out = capsys.readouterr().out
     assert (

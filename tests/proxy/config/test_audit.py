@@ -104,7 +104,7 @@ def test_every_problem_is_reported_with_file_line_and_key_path() -> None:
         """
     )
     assert found == [
-        f"{FILE}:4: audit.sink: expected sqlite | jsonl | none, got a string 'sqlit'",
+        f"{FILE}:4: audit.sink: expected sqlite | jsonl | postgres | none, got a string 'sqlit'",
         f"{FILE}:5: audit.store_responses: expected true or false, got a string 'yes'",
         f"{FILE}:9: audit.redact.patterns[0].regex: invalid regular expression: "
         "unterminated character set at position 4",
@@ -119,7 +119,7 @@ def test_every_problem_is_reported_with_file_line_and_key_path() -> None:
         f"{FILE}:15: audit.max_queue: expected an integer from 1 to 10000000, got an integer 0",
         f"{FILE}:16: audit.max_bytes: expected a size in bytes (e.g. 500000000 or '500MB'), "
         "got a string 'lots'",
-        f"{FILE}:17: audit.retention: unknown key 'retention'",
+        f"{FILE}:17: audit.retention: unknown key 'retention'; did you mean 'retention_days'?",
     ]
 
 
@@ -129,7 +129,7 @@ def test_sink_specific_rules() -> None:
     ]
     found = problems("audit:\n  sink: jsonl\n  max_age_days: 7\n  max_bytes: 1GB\n")
     assert found == [
-        f"{FILE}:3: audit.max_age_days: retention applies to sink: sqlite only; "
+        f"{FILE}:3: audit.max_age_days: retention applies to sink: sqlite, postgres only; "
         "rotate JSONL files with your log tooling",
         f"{FILE}:4: audit.max_bytes: retention applies to sink: sqlite only; "
         "rotate JSONL files with your log tooling",
@@ -154,5 +154,6 @@ def test_path_prefix_names_where_the_section_sits() -> None:
         parse_audit({"sink": 3}, file="x.yaml", lines={}, path_prefix="profiles.prod.audit")
     assert (
         str(caught.value)
-        == "x.yaml: profiles.prod.audit.sink: expected sqlite | jsonl | none, got an integer 3"
+        == "x.yaml: profiles.prod.audit.sink: expected sqlite | jsonl | postgres | none, "
+        "got an integer 3"
     )

@@ -18,8 +18,10 @@ from policies.loader import load_preset
 from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
 from proxy.config.loader import Config, Route, ServerConfig, UpstreamConfig
-from proxy.curation.plan import ChatPlan, ChatSetup, plan_sync
+from proxy.curation.plan import CurationSetup, Plan, plan_sync
 from proxy.errors import ProxyError
+from proxy.observability.exchange import ExchangeRecord
+from proxy.protocols.chat import CHAT as CHAT_API
 from tests import factories as f
 from tests.fakes.openai_rules import check_ordering
 from tests.strategies import any_message_lists
@@ -31,7 +33,7 @@ CHAT = "/v1/chat/completions"
 
 
 @cache
-def _setup() -> ChatSetup:
+def _setup() -> CurationSetup:
     policies = {name: load_preset(name) for name in POLICIES[1:]}
     policies["coherence"] = Policy("coherence", Chain((ToolPairCoherence(),)))
     config = Config(
@@ -42,14 +44,15 @@ def _setup() -> ChatSetup:
         routes=(Route("main", "main", "coherence", allow_policy_header=True),),
         models=ModelTable.with_overrides([(TINY_MODEL, ModelInfo(3_000))]),
     )
-    return ChatSetup(config, f.counter())
+    return CurationSetup(config, f.counter())
 
 
-def _plan(messages: list[dict[str, Any]], policy: str, model: str) -> ChatPlan:
+def _plan(messages: list[dict[str, Any]], policy: str, model: str) -> tuple[Plan, ExchangeRecord]:
     raw = orjson.dumps({"model": model, "messages": messages})
-    plan = plan_sync(raw, CHAT, {"x-curator-policy": policy}, _setup(), None)
-    assert isinstance(plan, ChatPlan)
-    return plan
+    record = ExchangeRecord("r", 0.0, "POST", CHAT)
+    plan = plan_sync(CHAT_API, raw, {"x-curator-policy": policy}, _setup(), record, None)
+    assert isinstance(plan, Plan)
+    return plan, record
 
 
 @pytest.mark.parametrize(
@@ -61,8 +64,8 @@ def _plan(messages: list[dict[str, Any]], policy: str, model: str) -> ChatPlan:
     ],
 )
 def test_a_request_curation_would_empty_goes_as_sent(messages: list[dict[str, Any]]) -> None:
-    plan = _plan(messages, "coherence", "gpt-4o")
-    assert plan.skipped == "curated_empty"
+    plan, record = _plan(messages, "coherence", "gpt-4o")
+    assert record.skip_reason == "curated_empty"
     assert (b"x-curator-skipped", b"curated_empty") in plan.headers
     assert plan.body == orjson.dumps({"model": "gpt-4o", "messages": messages})
 
@@ -73,7 +76,7 @@ def test_curation_never_sends_an_empty_or_newly_rejected_list(
     messages: list[dict[str, Any]], policy: str, model: str
 ) -> None:
     try:
-        plan = _plan(messages, policy, model)
+        plan, record = _plan(messages, policy, model)
     except ProxyError as err:  # a preset's on_overflow: reject answers 400 itself
         rejected = err.code
     else:
@@ -85,5 +88,5 @@ def test_curation_never_sends_an_empty_or_newly_rejected_list(
     assert sent, "curation forwarded messages: []"
     if check_ordering(messages) is None:
         assert check_ordering(sent) is None
-    if plan.skipped is not None:
+    if record.skip_reason is not None:
         assert plan.body == orjson.dumps({"model": model, "messages": messages})

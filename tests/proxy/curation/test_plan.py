@@ -24,8 +24,9 @@ from policies.policy import Policy
 from policies.summary_io import SummaryRequest
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config, Route, ServerConfig, UpstreamConfig
-from proxy.curation.plan import OFFLOAD_BYTES, ChatSetup, plan_chat
+from proxy.curation.plan import OFFLOAD_BYTES, CurationSetup, plan
 from proxy.observability.exchange import ExchangeRecord
+from proxy.protocols.chat import CHAT as CHAT_API
 from proxy.serving.app import create_app
 from proxy.serving.guard import Inflight
 from proxy.serving.headers import actions_header
@@ -249,7 +250,7 @@ def test_unreadable_bodies_are_forwarded_unchanged_and_flagged(body: bytes, reas
     assert harness.sent[0].content == body
     assert response.headers["x-curator-skipped"] == reason
     assert response.headers["x-curator-route"] == "agents"
-    assert harness.records[0].skipped == reason
+    assert harness.records[0].skip_reason == reason
 
 
 def test_a_failing_curator_fails_open_and_logs_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -309,17 +310,17 @@ def test_big_bodies_are_curated_off_the_event_loop_while_others_are_in_flight(
     counter = TokenCounter(config.models)
     counter.encoder("gpt-4o")
     inflight = None if in_flight is None else Inflight()
-    setup = ChatSetup(config, counter, {counter.encoding_name("gpt-4o")}, inflight)
+    setup = CurationSetup(config, counter, {counter.encoding_name("gpt-4o")}, inflight)
     text = "hi" if size == "small" else "x " * OFFLOAD_BYTES
     body = orjson.dumps({**TOOL_CHAT, "messages": [{"role": "user", "content": text}]})
 
-    async def plan() -> int:
+    async def planned() -> int:
         if inflight is not None and in_flight is not None:
             inflight.count = in_flight  # as the guard counts them, this request included
-        await plan_chat(body, CHAT, {}, setup)
+        await plan(CHAT_API, body, {}, setup, ExchangeRecord("r", 0.0, "POST", CHAT))
         return threading.get_ident()
 
-    loop_thread = asyncio.run(plan())
+    loop_thread = asyncio.run(planned())
     assert (spy.seen == [loop_thread]) == on_loop
 
 

@@ -32,8 +32,9 @@ from proxy.config.loader import (
     load_config,
 )
 from proxy.config.render import format_config
-from proxy.curation.plan import ChatSetup, plan_chat
+from proxy.curation.plan import CurationSetup, plan
 from proxy.observability.exchange import ExchangeRecord
+from proxy.protocols.chat import CHAT as CHAT_API
 from proxy.serving.app import create_app
 from tests import factories as f
 
@@ -138,7 +139,7 @@ def test_a_shadow_record_holds_the_would_be_curation(
         c.post(CHAT, content=long_history())
     (record,) = records
     assert record.mode == "shadow"
-    assert record.skipped is None
+    assert record.skip_reason is None
     assert record.original is not None
     assert record.curated is not None
     assert record.curated is not record.original
@@ -166,7 +167,7 @@ def test_shadow_never_rejects_it_says_it_would_have(
     assert upstream.bodies == [raw]
     assert response.headers["x-curator-skipped"] == "would_reject"
     assert response.headers["x-curator-mode"] == "shadow"
-    assert records[-1].skipped == "would_reject"
+    assert records[-1].skip_reason == "would_reject"
 
 
 def test_shadow_keeps_fail_open_reasons(upstream: Upstream, records: list[ExchangeRecord]) -> None:
@@ -184,7 +185,7 @@ def test_off_routes_forward_exact_bytes_without_curating_or_counting(
     raw = long_history()
     with client(upstream, config("off", policy), records) as c:
         response = c.post(CHAT, content=raw)
-        counter = c.app_state["edge"].current.chat.counter
+        counter = c.app_state["edge"].current.curation.counter
         assert counter.cache_size == 0  # the long tool result was never tokenized
     assert upstream.bodies == [raw]
     assert response.headers["x-curator-mode"] == "off"
@@ -192,7 +193,7 @@ def test_off_routes_forward_exact_bytes_without_curating_or_counting(
     curation = [h for h in response.headers if h.startswith("x-curator-")]
     assert sorted(curation) == ["x-curator-mode", "x-curator-request-id", "x-curator-route"]
     (record,) = records
-    assert (record.mode, record.route, record.policy, record.skipped) == (
+    assert (record.mode, record.route, record.policy, record.skip_reason) == (
         "off",
         "default",
         None,
@@ -208,7 +209,7 @@ def test_off_routes_take_even_unreadable_bodies_without_a_skip_reason(
         response = c.post(CHAT, content=b"[1, 2]")
     assert upstream.bodies == [b"[1, 2]"]
     assert "x-curator-skipped" not in response.headers
-    assert records[0].skipped is None
+    assert records[0].skip_reason is None
 
 
 @pytest.mark.anyio
@@ -224,14 +225,17 @@ async def test_shadow_runs_an_async_chain_and_still_sends_the_original() -> None
     )
     cfg = config("shadow", Policy("summing", Chain((summarizer,))))
     raw = long_history()
-    setup = ChatSetup(cfg, f.counter())
-    plan = await plan_chat(raw, CHAT, {}, setup, lambda _route: Services(complete=complete))
+    setup = CurationSetup(cfg, f.counter())
+    record = ExchangeRecord("r", 0.0, "POST", CHAT)
+    planned = await plan(
+        CHAT_API, raw, {}, setup, record, lambda _route: Services(complete=complete)
+    )
     assert len(calls) == 1
-    assert plan.body is raw
-    assert plan.mode == "shadow"
-    assert plan.curated is not None
-    assert any("They read a long log." in str(m) for m in plan.curated)
-    assert dict(plan.headers)[b"x-curator-mode"] == b"shadow"
+    assert planned.body is raw
+    assert record.mode == "shadow"
+    assert record.curated is not None
+    assert any("They read a long log." in str(m) for m in record.curated)
+    assert dict(planned.headers)[b"x-curator-mode"] == b"shadow"
 
 
 @pytest.fixture

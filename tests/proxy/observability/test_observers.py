@@ -33,7 +33,8 @@ from proxy.errors import upstream_timeout
 from proxy.observability.audit.entry import AuditEntry, key_fingerprint
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.exchange import ExchangeRecord, SummaryCall, new_id
-from proxy.observability.observers import chat_entry, open_observability, summary_entry
+from proxy.observability.observers import exchange_entry, open_observability, summary_entry
+from proxy.protocols.chat import CHAT as CHAT_API
 from proxy.serving.app import create_app
 from tests import factories as f
 
@@ -293,7 +294,8 @@ def record_for(**overrides: Any) -> ExchangeRecord:
         "upstream": "main",
         "policy": "trim",
         "model": "gpt-4o",
-        "skipped": None,
+        "skip_reason": None,
+        "protocol": CHAT_API,
         "body": None,
         "original": None,
         "curated": None,
@@ -314,16 +316,16 @@ def record_for(**overrides: Any) -> ExchangeRecord:
 
 def test_an_unchanged_request_stores_no_second_message_list() -> None:
     messages = [f.user("hi")]
-    entry = chat_entry(record_for(original=messages, curated=messages))
+    entry = exchange_entry(record_for(original=messages, curated=messages))
     assert entry.original is messages
     assert entry.curated is None
-    changed = chat_entry(record_for(original=messages, curated=[f.user("h")]))
+    changed = exchange_entry(record_for(original=messages, curated=[f.user("h")]))
     assert changed.curated == [f.user("h")]
 
 
 def test_shadow_mode_is_named_in_the_record() -> None:
-    assert chat_entry(record_for(mode="shadow")).mode == "shadow"
-    assert chat_entry(record_for(skipped="curator_error")).mode == "skipped"
+    assert exchange_entry(record_for(mode="shadow")).mode == "shadow"
+    assert exchange_entry(record_for(skip_reason="curator_error")).mode == "skipped"
 
 
 def call_with(completion: Completion | None, error: BaseException | None) -> SummaryCall:

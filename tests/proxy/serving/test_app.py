@@ -249,7 +249,7 @@ def test_observers_get_one_record_per_exchange(upstream: Upstream) -> None:
     assert (record.status, record.upstream_status, record.outcome) == (200, 200, "ok")
     assert record.latency_s >= 0
     assert record.ttfb_s is not None
-    assert record.skipped is None
+    assert record.skip_reason is None
     assert record.original is None
 
 

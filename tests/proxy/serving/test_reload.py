@@ -267,13 +267,13 @@ def test_the_token_counter_and_its_cache_stay_unless_the_models_table_changes(
     config_path: Path,
 ) -> None:
     with serve(config_path) as client:
-        before = edge(client).chat
+        before = edge(client).curation
         client.portal.call(reloader(client).reload, "test")
-        assert edge(client).chat.counter is before.counter
-        assert edge(client).chat.loaded is before.loaded
+        assert edge(client).curation.counter is before.counter
+        assert edge(client).curation.loaded is before.loaded
         write(config_path, CONFIG.replace("32000", "64000"))
         client.portal.call(reloader(client).reload, "test")
-        after = edge(client).chat.counter
+        after = edge(client).curation.counter
         assert after is not before.counter
         assert after.models.lookup("house-1").context_window == 64000
 

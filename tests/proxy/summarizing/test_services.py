@@ -29,7 +29,8 @@ from proxy.summarizing.services import (
     services_for,
     summarizers,
 )
-from proxy.upstream.client import UpstreamClient, open_client
+from proxy.upstream.client import UpstreamClient
+from proxy.upstream.connect import open_client
 from tests import factories as f
 from tests.fakes.upstream import Behavior, FakeOpenAI, ToolCall
 

@@ -1,4 +1,5 @@
-"""upstream.py: both clients send the URL and the header bytes they are given, unchanged.
+"""upstream/client.py and its two clients: both send the URL and the header bytes they are
+given, unchanged, and each maps its own library's errors to the proxy's.
 
 The production client (aiohttp) is covered on real sockets in
 tests/hardening/test_header_bytes.py; here, the httpx client and the hand-over between them.
@@ -8,14 +9,15 @@ from __future__ import annotations
 
 import aiohttp
 import httpx
+import orjson
 import pytest
+from aiohttp.client_reqrep import ConnectionKey
 
-from proxy.upstream.client import (
-    AiohttpClient,
-    UpstreamRequest,
-    UpstreamResponse,
-    open_client,
-)
+from proxy.errors import ProxyError
+from proxy.upstream.aiohttp_client import AiohttpClient, aiohttp_error
+from proxy.upstream.client import UpstreamRequest, UpstreamResponse
+from proxy.upstream.connect import open_client
+from proxy.upstream.httpx_client import httpx_error
 
 pytestmark = pytest.mark.anyio
 
@@ -84,6 +86,81 @@ async def test_aiohttp_sends_utf8_headers_itself(dead_port: int) -> None:
     verbatim = Recording()
     utf8 = request(f"http://127.0.0.1:{dead_port}/v1/models", ((b"x-title", b"Caf\xc3\xa9"),))
     async with aiohttp.ClientSession() as session:
-        with pytest.raises(aiohttp.ClientConnectorError):  # nobody listens: aiohttp tried
+        with pytest.raises(ProxyError) as caught:  # nobody listens: aiohttp tried
             await AiohttpClient(session, verbatim).send(utf8)
+    assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
     assert verbatim.sent == []
+
+
+# -- each client maps its own library's errors -------------------------------------------
+def _connector_error() -> aiohttp.ClientConnectorError:
+    key = ConnectionKey("upstream.internal", 443, True, True, None, None, None)
+    return aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "refused"))
+
+
+def _assert_openai_shaped(err: ProxyError | None, status: int, code: str) -> None:
+    assert err is not None
+    assert (err.status, err.code) == (status, code)
+    error = orjson.loads(err.body())["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert "upstream.internal" not in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (_connector_error(), 502, "upstream_unreachable"),
+        (aiohttp.ConnectionTimeoutError(), 504, "upstream_timeout"),
+        (aiohttp.SocketTimeoutError(), 504, "upstream_timeout"),
+        (aiohttp.ServerDisconnectedError(), 502, "upstream_error"),
+        (aiohttp.ClientPayloadError("cut"), 502, "upstream_error"),
+        (ConnectionResetError(104, "reset"), 502, "upstream_error"),
+    ],
+)
+def test_aiohttp_errors_map_to_openai_shaped_proxy_errors(
+    exc: Exception, status: int, code: str
+) -> None:
+    _assert_openai_shaped(aiohttp_error(exc), status, code)
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (httpx.ConnectError("refused"), 502, "upstream_unreachable"),
+        (httpx.ReadTimeout("slow"), 504, "upstream_timeout"),
+        (httpx.ConnectTimeout("slow"), 504, "upstream_timeout"),
+        (httpx.RemoteProtocolError("bad"), 502, "upstream_error"),
+        (ConnectionResetError(104, "reset"), 502, "upstream_error"),
+    ],
+)
+def test_httpx_errors_map_to_openai_shaped_proxy_errors(
+    exc: Exception, status: int, code: str
+) -> None:
+    _assert_openai_shaped(httpx_error(exc), status, code)
+
+
+def test_other_exceptions_are_not_mapped() -> None:
+    assert aiohttp_error(ValueError("bug")) is None
+    assert httpx_error(KeyError("bug")) is None
+
+
+async def test_the_httpx_client_raises_proxy_errors_caused_by_its_own() -> None:
+    refused = httpx.ConnectError("refused")
+
+    def handler(_request: httpx.Request) -> httpx.Response:
+        raise refused
+
+    async with open_client(httpx.MockTransport(handler)) as client:
+        with pytest.raises(ProxyError) as caught:
+            await client.send(UpstreamRequest("GET", URL, [], b"", 1.0, 1.0))
+    assert caught.value.code == "upstream_unreachable"
+    assert caught.value.__cause__ is refused
+
+
+async def test_the_aiohttp_client_raises_proxy_errors_caused_by_its_own(dead_port: int) -> None:
+    url = f"http://127.0.0.1:{dead_port}/v1/models"
+    async with open_client() as client:
+        with pytest.raises(ProxyError) as caught:
+            await client.send(UpstreamRequest("GET", url, [], b"", 1.0, 1.0))
+    assert caught.value.code == "upstream_unreachable"
+    assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)

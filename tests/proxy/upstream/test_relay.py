@@ -1,4 +1,4 @@
-"""forward.py: URL mapping, header hygiene, error mapping and the streaming relay."""
+"""upstream/relay.py (and hygiene.py): URL mapping, header hygiene and the streaming relay."""
 
 from __future__ import annotations
 
@@ -10,19 +10,14 @@ import aiohttp
 import httpx
 import orjson
 import pytest
-from aiohttp.client_reqrep import ConnectionKey
 
 from proxy.errors import ProxyError
+from proxy.protocols.base import USAGE_TAIL_BYTES
+from proxy.upstream.aiohttp_client import aiohttp_error
 from proxy.upstream.client import UpstreamRequest
+from proxy.upstream.httpx_client import httpx_error
 from proxy.upstream.hygiene import request_headers, response_head, upstream_url
-from proxy.upstream.relay import (
-    MapUpstreamErrors,
-    Relay,
-    StreamAborted,
-    forward,
-    map_upstream_error,
-    sse_error_event,
-)
+from proxy.upstream.relay import Relay, StreamAborted, forward, sse_error_event
 
 pytestmark = pytest.mark.anyio
 
@@ -115,44 +110,6 @@ def test_response_head_notes_event_streams_and_lengths() -> None:
 
 
 # -- error mapping -----------------------------------------------------------------------
-def _connector_error() -> aiohttp.ClientConnectorError:
-    key = ConnectionKey("upstream.internal", 443, True, True, None, None, None)
-    return aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "refused"))
-
-
-@pytest.mark.parametrize(
-    ("exc", "status", "code"),
-    [
-        (_connector_error(), 502, "upstream_unreachable"),
-        (httpx.ConnectError("refused"), 502, "upstream_unreachable"),
-        (aiohttp.ConnectionTimeoutError(), 504, "upstream_timeout"),
-        (aiohttp.SocketTimeoutError(), 504, "upstream_timeout"),
-        (httpx.ReadTimeout("slow"), 504, "upstream_timeout"),
-        (httpx.ConnectTimeout("slow"), 504, "upstream_timeout"),
-        (aiohttp.ServerDisconnectedError(), 502, "upstream_error"),
-        (aiohttp.ClientPayloadError("cut"), 502, "upstream_error"),
-        (httpx.RemoteProtocolError("bad"), 502, "upstream_error"),
-        (ConnectionResetError(104, "reset"), 502, "upstream_error"),
-    ],
-)
-def test_transport_errors_map_to_openai_shaped_proxy_errors(
-    exc: Exception, status: int, code: str
-) -> None:
-    with pytest.raises(ProxyError) as caught, MapUpstreamErrors():
-        raise exc
-    assert (caught.value.status, caught.value.code) == (status, code)
-    assert caught.value.__cause__ is exc
-    error = orjson.loads(caught.value.body())["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    assert "upstream.internal" not in error["message"]
-
-
-def test_other_exceptions_are_not_mapped() -> None:
-    assert map_upstream_error(ValueError("bug")) is None
-    with pytest.raises(KeyError), MapUpstreamErrors():
-        raise KeyError("bug")
-
-
 def test_sse_error_event_terminates_a_partial_event_first() -> None:
     err = ProxyError(504, "upstream_timeout", "slow")
     whole = sse_error_event(err, ends_event=True)
@@ -177,7 +134,7 @@ class ScriptedResponse:
             return b""
         step = self.script.pop(0)
         if isinstance(step, BaseException):
-            raise step
+            raise _as_client_raises(step)
         if isinstance(step, asyncio.Event):
             await step.wait()
             return b""
@@ -196,8 +153,17 @@ class ScriptedClient:
     async def send(self, request: UpstreamRequest) -> ScriptedResponse:
         self.sent.append(request)
         if isinstance(self.response, BaseException):
-            raise self.response
+            raise _as_client_raises(self.response)
         return self.response
+
+
+def _as_client_raises(exc: BaseException) -> BaseException:
+    """A library's error as a real client raises it: mapped, the original as its cause."""
+    mapped = aiohttp_error(exc) or httpx_error(exc)
+    if mapped is None:
+        return exc
+    mapped.__cause__ = exc
+    return mapped
 
 
 class Client:
@@ -243,6 +209,32 @@ async def test_relays_status_headers_and_chunks_in_order() -> None:
     assert (relay.status, relay.outcome, relay.complete) == (201, "ok", True)
     assert relay.first_byte_at is not None
     assert response.closed.is_set()
+
+
+@pytest.mark.parametrize("size", [1, 700, 5000, USAGE_TAIL_BYTES + 1])
+async def test_an_observed_relay_keeps_the_bodys_tail(size: int) -> None:
+    chunks = [bytes([65 + i % 26]) * size for i in range(40)]
+    relay = Relay("r1", keep_tail=True)
+    client = Client()
+    await forward(
+        ScriptedClient(ScriptedResponse(200, SSE, list(chunks))),
+        REQUEST,
+        client.receive,
+        client.send,
+        [],
+        relay,
+    )
+    assert relay.tail() == b"".join(chunks)[-USAGE_TAIL_BYTES:]
+    assert relay.tail_parts is not None
+    assert sum(map(len, relay.tail_parts)) < USAGE_TAIL_BYTES + size  # bounded, not the body
+
+
+async def test_an_unobserved_relay_keeps_nothing() -> None:
+    relay = Relay("r1")
+    client = Client()
+    response = ScriptedResponse(200, SSE, [b"data: 1\n\n"])
+    await forward(ScriptedClient(response), REQUEST, client.receive, client.send, [], relay)
+    assert (relay.tail_parts, relay.tail()) == (None, b"")
 
 
 async def test_client_disconnect_closes_the_upstream_response() -> None:

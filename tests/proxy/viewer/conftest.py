@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from proxy.observability.audit.readers.jsonl import JsonlReader
 from proxy.observability.audit.readers.sqlite import SqliteReader
-from proxy.observability.audit.sinks.jsonl import JsonlReader
 from tests.proxy.viewer.records import entries, write
 
 

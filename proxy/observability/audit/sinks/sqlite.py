@@ -6,6 +6,9 @@ concatenated in order), so a conversation that resends its growing history every
 costs storage linear in its length, not quadratic. `messages.refs` counts references:
 retention drops unreferenced messages without scanning every record.
 
+The schema is versioned (`PRAGMA user_version`) and migrated in place at open, under
+BEGIN IMMEDIATE, so workers starting together migrate it once (`sinks.sqlite_schema`).
+
 Several processes (`--workers N`) may share one file: WAL lets readers run beside the
 writer, `busy_timeout` queues writers, and a batch is one transaction, so a crash (even
 `kill -9`) loses at most the records still queued or in flight (one batch window).
@@ -13,33 +16,37 @@ writer, `busy_timeout` queues writers, and a batch is one transaction, so a cras
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import sqlite3
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 
 from proxy.observability.audit.entry import AuditRecord
+from proxy.observability.audit.sinks.base import (
+    DIGEST_SIZE,
+    Retention,
+    Sink,
+    SinkType,
+    StoreUnavailable,
+    split_digests,
+)
+from proxy.observability.audit.sinks.sqlite_schema import (
+    BUSY_TIMEOUT_MS,
+    SCHEMA_VERSION,
+    connect_writer,
+    migrate,
+    migrate_file,
+    transaction,
+)
 
-SCHEMA_VERSION = 1
-DIGEST_SIZE = 16
-BUSY_TIMEOUT_MS = 10_000
 PRUNE_BATCH = 200
 
-_TABLES = (
-    "CREATE TABLE IF NOT EXISTS messages "
-    "(hash BLOB PRIMARY KEY, refs INTEGER NOT NULL, body BLOB NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS records (seq INTEGER PRIMARY KEY, time REAL NOT NULL, "
-    "id TEXT NOT NULL, kind TEXT NOT NULL, parent_id TEXT, route TEXT, policy TEXT, "
-    "model TEXT, status INTEGER, original BLOB NOT NULL, curated BLOB, fields BLOB NOT NULL)",
-    "CREATE INDEX IF NOT EXISTS records_time ON records (time)",
-    "CREATE INDEX IF NOT EXISTS records_id ON records (id)",
-)
+_UNAVAILABLE = ("disk is full", "readonly", "read-only", "unable to open", "disk i/o", "locked")
+"""SQLite errors that mean "the store cannot take writes now", not "this batch is bad"."""
 _UPSERT = (
     "INSERT INTO messages (hash, refs, body) VALUES (?, ?, ?) "
     "ON CONFLICT (hash) DO UPDATE SET refs = refs + excluded.refs"
@@ -50,67 +57,6 @@ _INSERT = (
     f"INSERT INTO records (time, {', '.join(_COLUMNS)}, original, curated, fields) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-
-
-def open_store(path: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
-    """Open (creating if needed) a store for writing, in WAL mode."""
-    if not os.path.exists(path):
-        # Audit logs hold prompts: create the file private before SQLite does.
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    conn = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None)
-    deadline = time.monotonic() + busy_timeout_ms / 1000
-    try:
-        while True:
-            try:
-                _prepare(conn, path, busy_timeout_ms)
-                return conn
-            except sqlite3.OperationalError as exc:
-                # Workers starting together race to switch a new file to WAL; SQLite reports
-                # that as "locked" without waiting, so wait here.
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-    except BaseException:
-        conn.close()
-        raise
-
-
-def _prepare(conn: sqlite3.Connection, path: str, busy_timeout_ms: int) -> None:
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version > SCHEMA_VERSION:
-        raise sqlite3.DatabaseError(f"{path}: audit schema {version} is newer than this proxy")
-    if version == 0:
-        # Only takes effect before the first table exists; lets retention shrink the file.
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA journal_size_limit = 67108864")
-    if version == 0:
-        with transaction(conn):
-            for statement in _TABLES:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-
-
-@contextlib.contextmanager
-def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """BEGIN IMMEDIATE ... COMMIT: takes the write lock up front, so no deadlock on upgrade."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        # The original error says more; SQLite may have rolled back by itself already.
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def split_digests(blob: bytes | None) -> list[bytes]:
-    if not blob:
-        return []
-    return [blob[i : i + DIGEST_SIZE] for i in range(0, len(blob), DIGEST_SIZE)]
 
 
 class SqliteSink:
@@ -124,6 +70,7 @@ class SqliteSink:
         max_bytes: int | None = None,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
     ) -> None:
+        # (max_age_days is `audit.retention_days`; the old key name is kept working.)
         self.path = path
         self.max_age_days = max_age_days
         self.max_bytes = max_bytes
@@ -133,7 +80,10 @@ class SqliteSink:
     def _connection(self) -> sqlite3.Connection:
         # Opened lazily, in the writer thread that uses it; a failure is retried next time.
         if self._conn is None:
-            self._conn = open_store(self.path, busy_timeout_ms=self._busy_timeout_ms)
+            try:
+                self._conn = connect_writer(self.path, busy_timeout_ms=self._busy_timeout_ms)
+            except sqlite3.OperationalError as exc:
+                raise _mapped(exc) from exc
         return self._conn
 
     def write(self, record: AuditRecord) -> None:
@@ -159,9 +109,12 @@ class SqliteSink:
                     orjson.dumps(record.fields),
                 )
             )
-        with transaction(conn):
-            conn.executemany(_UPSERT, [(d, n, bodies[d]) for d, n in refs.items()])
-            conn.executemany(_INSERT, rows)
+        try:
+            with transaction(conn):
+                conn.executemany(_UPSERT, [(d, n, bodies[d]) for d, n in refs.items()])
+                conn.executemany(_INSERT, rows)
+        except sqlite3.OperationalError as exc:
+            raise _mapped(exc) from exc
 
     def prune(self, now: float | None = None) -> int:
         """Apply retention: drop records past max_age_days, then the oldest over max_bytes.
@@ -196,6 +149,39 @@ class SqliteSink:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _mapped(exc: sqlite3.OperationalError) -> Exception:
+    """A full disk or a read-only file is the store being unavailable: the writer keeps
+    the batch and retries; anything else fails the batch."""
+    text = str(exc).lower()
+    if any(marker in text for marker in _UNAVAILABLE):
+        return StoreUnavailable(f"sqlite: {exc}")
+    return exc
+
+
+def _open(location: str, _options: Mapping[str, Any], retention: Retention) -> Sink:
+    return SqliteSink(location, max_age_days=retention.max_age_days, max_bytes=retention.max_bytes)
+
+
+SINK = SinkType(
+    "sqlite",
+    _open,
+    default_path="curator-audit.db",
+    retention=("retention_days", "max_age_days", "max_bytes"),
+    migrate=migrate_file,
+)
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "DIGEST_SIZE",
+    "SCHEMA_VERSION",
+    "SINK",
+    "SqliteSink",
+    "connect_writer",
+    "migrate",
+    "split_digests",
+    "transaction",
+]
 
 
 def used_bytes(conn: sqlite3.Connection) -> int:

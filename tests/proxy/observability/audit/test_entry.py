@@ -10,6 +10,7 @@ import pytest
 
 from policies.base import Action
 from policies.messages import Message
+from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.entry import (
     FIELD_ORDER,
     AuditEntry,
@@ -19,7 +20,6 @@ from proxy.observability.audit.entry import (
     parse_iso,
 )
 from proxy.observability.audit.redact import MASK, Detector, Redactor
-from proxy.observability.audit.sse import SSEAccumulator
 
 KEY = "sk-proj-" + "Qw3_Er4-Ty5" * 8
 PEM = (
@@ -164,7 +164,7 @@ def test_secret_split_across_stream_chunks_is_redacted_at_every_offset(
     stream = sse("Your key: ", *pieces, " keep it safe")
     first, last = stream.index(b'"Your'), stream.rindex(b" keep")
     for cut in range(first, last):
-        acc = SSEAccumulator()
+        acc = BodyCapture()
         acc.feed(stream[:cut])
         acc.feed(stream[cut:])
         record = builder.build(entry(response=acc))
@@ -182,7 +182,7 @@ def test_streamed_tool_call_arguments_are_redacted(builder: RecordBuilder) -> No
             call |= {"id": "c", "type": "function", "function": {"name": "f", "arguments": part}}
         body = {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
         stream += b"data: " + json.dumps(body).encode() + b"\n\n"
-    acc = SSEAccumulator()
+    acc = BodyCapture()
     acc.feed(stream)
     response = builder.build(entry(response=acc)).as_dict()["response"]
     arguments = response["tool_calls"][0]["function"]["arguments"]
@@ -202,13 +202,13 @@ def test_non_streamed_response_and_truncation_flag(builder: RecordBuilder) -> No
         "finish_reason": "stop",
         "truncated": False,
     }
-    acc = SSEAccumulator(max_bytes=40)
+    acc = BodyCapture(max_bytes=40)
     acc.feed(sse("a" * 100))
     assert builder.build(entry(response=acc)).as_dict()["response"]["truncated"] is True
 
 
 def test_an_incomplete_response_says_why_and_is_truncated(builder: RecordBuilder) -> None:
-    acc = SSEAccumulator()
+    acc = BodyCapture()
     acc.feed(sse("half an answer")[:40])
     cut = builder.build(entry(response=acc, incomplete="upstream_timeout")).as_dict()
     assert (cut["status"], cut["incomplete"], cut["error"]) == (

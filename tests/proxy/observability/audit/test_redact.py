@@ -154,13 +154,19 @@ TOKENS = [(name, s) for name in ("openai_key", "anthropic_key", "github_token", 
           "aws_access_key", "jwt") for s in POSITIVE[name][:1]]  # fmt: skip
 
 
-@pytest.mark.parametrize("before", ["%3D", "%3d", "%253D", "%3A", "%20", "_", "KEY_", "+"])
-@pytest.mark.parametrize(("name", "secret"), TOKENS)
+BEFORE = ["%3D", "%3d", "%253D", "%3A", "%20", "_", "KEY_", "+"]
+GLUED = [
+    (name, secret, before)
+    for name, secret in TOKENS
+    for before in BEFORE
+    if not (name == "jwt" and before.endswith("_"))  # `_` is a JWT body character
+]
+
+
+@pytest.mark.parametrize(("name", "secret", "before"), GLUED)
 def test_a_token_after_an_escape_or_glued_to_an_underscore(
     redactor: Redactor, name: str, secret: str, before: str
 ) -> None:
-    if name == "jwt" and before.endswith("_"):
-        pytest.skip("`_` is a JWT body character: a JWT never starts after one")
     out = redactor.text(f"https://x/?OPENAI_API_KEY{before}{secret}&b=1")
     assert secret[-12:] not in out
     assert f"[REDACTED:{name}]&b=1" in out

@@ -13,14 +13,14 @@ import pytest
 from proxy.config.audit import AuditConfig
 from proxy.observability.audit.entry import AuditEntry, AuditRecord, RecordBuilder
 from proxy.observability.audit.redact import Redactor
-from proxy.observability.audit.sinks import Sink
+from proxy.observability.audit.sinks.base import Sink
 from proxy.observability.audit.sinks.jsonl import JsonlSink
 from proxy.observability.audit.sinks.sqlite import SqliteSink
 from proxy.observability.audit.writer import (
     AuditStats,
     AuditWriter,
-    Outcome,
     RateLimitedLog,
+    WriteOutcome,
     open_audit,
 )
 
@@ -84,7 +84,7 @@ def writer(
     *,
     max_queue: int = 10_000,
     prune_interval_s: float = 300.0,
-    on_outcome: Callable[[Outcome], None] | None = None,
+    on_outcome: Callable[[WriteOutcome], None] | None = None,
 ) -> AuditWriter:
     return AuditWriter(
         sink,
@@ -137,7 +137,7 @@ def test_redaction_and_writing_happen_in_the_writer_thread() -> None:
 
 def test_full_queue_drops_and_counts_without_blocking(caplog: pytest.LogCaptureFixture) -> None:
     sink = BlockingSink()
-    outcomes: list[Outcome] = []
+    outcomes: list[WriteOutcome] = []
     w = writer(sink, max_queue=3, on_outcome=outcomes.append)
     assert w.submit(entry(0))
     assert sink.started.wait(WAIT)  # the thread holds entry 0; the queue is empty again
@@ -245,7 +245,7 @@ def test_retention_runs_in_the_writer_thread_not_per_write() -> None:
 
 
 def test_a_failing_outcome_callback_changes_nothing(caplog: pytest.LogCaptureFixture) -> None:
-    def broken(outcome: Outcome) -> None:
+    def broken(outcome: WriteOutcome) -> None:
         raise ValueError(outcome)
 
     sink = MemorySink()

@@ -99,14 +99,14 @@ def test_label_values_outside_the_config_become_other() -> None:
         metrics,
         route="rogue",
         policy="made-up",
-        skipped="some_new_reason",
+        skip_reason="some_new_reason",
         actions=(Action("plugin", "drop", (1,), 5, "x"),),
     )
     text = text_of(metrics)
     assert total(text, "curator_requests_total", route="other", policy="other") == 1
     assert total(text, "curator_skipped_total", reason="other") == 1
     assert total(text, "curator_actions_total", route="other", curator="other") == 1
-    observe(metrics, skipped="invalid_json", route=None, policy=None, status=None)
+    observe(metrics, skip_reason="invalid_json", route=None, policy=None, status=None)
     text = text_of(metrics)
     assert total(text, "curator_skipped_total", reason="invalid_json") == 1
     assert total(text, "curator_requests_total", route="none", status="ok") == 1
@@ -433,7 +433,10 @@ def test_a_config_built_in_code_does_not_audit() -> None:
         ("metrics: {port: 8080}\n", "config.yaml:7: metrics.port: must differ from server.port"),
         ("metrics: {enabled: yes please}\n", "config.yaml:7: metrics.enabled: expected true or"),
         ("metrics: {prot: 1}\n", "config.yaml:7: metrics.prot: unknown key 'prot'; did you mean"),
-        ("audit: {sink: sqlight}\n", "config.yaml:7: audit.sink: expected sqlite | jsonl | none"),
+        (
+            "audit: {sink: sqlight}\n",
+            "config.yaml:7: audit.sink: expected sqlite | jsonl | postgres | none",
+        ),
     ],
 )
 def test_bad_sections_are_reported_where_they_are(tmp_path: Path, extra: str, problem: str) -> None:

@@ -1,12 +1,12 @@
-"""Usage read from the response tap by the protocol: JSON or SSE, whatever the size."""
+"""The protocol's usage, as the pricing reads it (the tail itself: tests/e2e/test_usage.py)."""
 
 from __future__ import annotations
 
 import orjson
 
 from policies.pricing import Usage
-from proxy.observability.usage.tap import ResponseTap
-from proxy.protocols.base import USAGE_TAIL_BYTES as TAIL_BYTES
+from proxy.observability.usage.tap import from_wire
+from proxy.protocols.base import Usage as WireUsage
 from proxy.protocols.chat import CHAT
 
 CHAT_USAGE = {
@@ -18,39 +18,22 @@ CHAT_USAGE = {
 }
 
 
-def feed(tap: ResponseTap, data: bytes, size: int = 7) -> None:
-    for i in range(0, len(data), size):
-        tap.feed(data[i : i + size])
+def test_chat_usage_from_the_tail() -> None:
+    body = orjson.dumps({"choices": [{"message": {"content": "x" * 1000}}], "usage": CHAT_USAGE})
+    assert from_wire(CHAT.usage(body)) == Usage(2048, 1920, 300, 128)
 
 
-def test_non_streamed_chat_completion() -> None:
-    body = orjson.dumps({"choices": [{"message": {"content": "x" * 100_000}}], "usage": CHAT_USAGE})
-    tap = ResponseTap(0, CHAT)
-    feed(tap, body, size=4096)
-    assert tap.usage() == Usage(2048, 1920, 300, 128)
-    assert tap.size == 0, "the audit wanted none of the body"
+def test_counts_not_reported_are_zero() -> None:
+    assert from_wire(WireUsage(100, None, 7, None)) == Usage(100, 0, 7, 0)
 
 
-def test_stream_with_null_usage_in_every_chunk_but_the_last() -> None:
-    chunk = {"choices": [{"delta": {"content": "hi"}}], "usage": None}
-    events = [b"data: " + orjson.dumps(chunk) + b"\n\n" for _ in range(50)]
-    events.append(b"data: " + orjson.dumps({"choices": [], "usage": CHAT_USAGE}) + b"\n\n")
-    events.append(b"data: [DONE]\n\n")
-    tap = ResponseTap(1 << 20, CHAT)
-    feed(tap, b"".join(events))
-    assert tap.usage() == Usage(2048, 1920, 300, 128)
-    assert tap.size == len(b"".join(events)), "the audit's copy is whole"
+def test_no_counts_is_no_usage() -> None:
+    assert from_wire(None) is None
+    assert from_wire(WireUsage(None, None, None, None)) is None
 
 
 def test_model_text_quoting_usage_is_not_the_usage() -> None:
     text = 'the API returns "usage": {"prompt_tokens": 1}'
-    tap = ResponseTap(0, CHAT)
-    tap.feed(orjson.dumps({"choices": [{"message": {"content": text}}]}))
-    assert tap.usage() is None
-
-
-def test_no_usage_and_bounded_memory() -> None:
-    tap = ResponseTap(0, CHAT)
-    feed(tap, b"x" * (TAIL_BYTES * 3), size=1000)
-    assert tap.usage() is None
-    assert len(tap._tail) <= TAIL_BYTES
+    assert (
+        from_wire(CHAT.usage(orjson.dumps({"choices": [{"message": {"content": text}}]}))) is None
+    )

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from proxy.observability.audit.entry import AuditEntry, parse_iso
+from proxy.observability.audit.readers.jsonl import JsonlReader
+from proxy.observability.audit.readers.postgres import PostgresReader
 from proxy.observability.audit.readers.query import (
     Query,
     matches,
@@ -15,11 +17,10 @@ from proxy.observability.audit.readers.query import (
     record_conversation,
 )
 from proxy.observability.audit.readers.sqlite import SqliteReader
-from proxy.observability.audit.sinks.jsonl import JsonlReader
 from tests import factories as f
 from tests.proxy.viewer.records import SCRIPT, SECRET, T0, write
 
-Reader = SqliteReader | JsonlReader
+Reader = SqliteReader | JsonlReader | PostgresReader
 
 
 def ids(reader: Reader, **filters: object) -> list[str]:

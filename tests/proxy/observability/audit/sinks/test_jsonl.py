@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.readers.jsonl import JsonlReader
 from proxy.observability.audit.redact import Redactor
-from proxy.observability.audit.sinks.jsonl import JsonlReader, JsonlSink
+from proxy.observability.audit.sinks.jsonl import JsonlSink
 
 KEY = "sk-ant-api03-" + "Lm9_Np8-" * 8
 T0 = 1_767_225_600.0

@@ -20,7 +20,7 @@ from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.sqlite import (
     SCHEMA_VERSION,
     SqliteSink,
-    open_store,
+    connect_writer,
     split_digests,
     used_bytes,
 )
@@ -85,11 +85,11 @@ def test_store_is_wal_private_and_versioned(db: str, builder: RecordBuilder) -> 
 
 
 def test_a_newer_schema_is_refused(db: str) -> None:
-    open_store(db).close()
+    connect_writer(db).close()
     with closing(sqlite3.connect(db)) as conn:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(sqlite3.DatabaseError, match="newer"):
-        open_store(db)
+        connect_writer(db)
 
 
 def test_identical_messages_are_stored_once(db: str, builder: RecordBuilder) -> None:

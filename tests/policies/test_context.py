@@ -1,4 +1,5 @@
-"""Tally: one request's counts by message identity, exact, each message hashed once."""
+"""CurationContext's counting: exact, each message hashed once per request, what a curator
+derives from a message remembered with it across requests."""
 
 from __future__ import annotations
 
@@ -12,12 +13,18 @@ from policies.chain import Chain
 from policies.formula import Sink
 from policies.loader import load_preset
 from policies.messages import Message
-from policies.tally import Tally
 from policies.tokens import TokenCounter
 from policies.tool_results import ToolResultTruncation
 from tests import factories as f
 
 MODEL = "gpt-4o"
+
+
+def context(
+    counter: TokenCounter | None = None, profile_chars: int | None = 2_048
+) -> CurationContext:
+    """A request's context, counting with `counter` (the shared one by default)."""
+    return CurationContext(MODEL, counter or f.counter(), 100_000, profile_chars=profile_chars)
 
 
 class Measuring(TokenCounter):
@@ -55,28 +62,28 @@ def conversation() -> list[dict[str, Any]]:
 
 def test_counts_are_the_counters_counts() -> None:
     messages = conversation()
-    tally = Tally(f.counter(), MODEL)
-    assert tally.each(messages) == f.counter().count_each(messages, MODEL)
-    assert tally.total(messages) == f.counter().count_messages(messages, MODEL)
-    assert [tally.one(m) for m in messages] == f.counter().count_each(messages, MODEL)
+    ctx = context()
+    assert ctx.count_each(messages) == f.counter().count_each(messages, MODEL)
+    assert ctx.count_total(messages) == f.counter().count_messages(messages, MODEL)
+    assert [ctx.count(m) for m in messages] == f.counter().count_each(messages, MODEL)
 
 
 def test_each_message_is_measured_once_per_request() -> None:
     counter = Measuring()
     messages = conversation()
-    tally = Tally(counter, MODEL)
-    tally.total(messages)
-    tally.each(messages[2:])
-    tally.one(messages[3])
-    tally.total([*messages[:4], f.user("new")])
+    ctx = context(counter)
+    ctx.count_total(messages)
+    ctx.count_each(messages[2:])
+    ctx.count(messages[3])
+    ctx.count_total([*messages[:4], f.user("new")])
     assert counter.batches == [len(messages), 1]
 
 
-def test_a_new_tally_measures_again() -> None:
+def test_a_new_context_measures_again() -> None:
     counter = Measuring()
     messages = conversation()
-    Tally(counter, MODEL).total(messages)
-    Tally(counter, MODEL).total(messages)
+    context(counter).count_total(messages)
+    context(counter).count_total(messages)
     assert counter.batches == [len(messages), len(messages)]
 
 
@@ -84,22 +91,22 @@ def test_a_new_tally_measures_again() -> None:
 def test_bare_is_the_count_without_content(index: int) -> None:
     msg = conversation()[index]
     expected = f.counter().count_message({**msg, "content": ""}, MODEL)
-    cold = Tally(TokenCounter(), MODEL)  # counts it afresh: the sink gives the bare count
-    cold.one(msg)
-    assert cold.bare(msg) == expected
-    warm = Tally(f.counter(), MODEL)
+    cold = context(TokenCounter())  # counts it afresh: the sink gives the bare count
+    cold.count(msg)
+    assert cold.count_bare(msg) == expected
+    warm = context()
     f.counter().count_message(msg, MODEL)  # a cache hit: the bare count is computed apart
-    assert warm.bare(msg) == expected
+    assert warm.count_bare(msg) == expected
 
 
 @pytest.mark.parametrize("index", range(len(conversation())))
 def test_a_replaced_content_is_counted_exactly(index: int) -> None:
     msg = conversation()[index]
-    tally = Tally(f.counter(), MODEL)
+    ctx = context()
     for content in ("", "short", "\n".join(["a longer replacement line"] * 40)):
-        new = tally.replaced(msg, content)
+        new = ctx.with_content(msg, content)
         assert new == {**msg, "content": content}
-        assert tally.one(new) == f.counter().count_message(new, MODEL)
+        assert ctx.count(new) == f.counter().count_message(new, MODEL)
 
 
 def test_remembered_plans_outlive_the_request_but_not_the_message() -> None:
@@ -112,15 +119,15 @@ def test_remembered_plans_outlive_the_request_but_not_the_message() -> None:
 
     msg = f.tool_result("c1", "output")
     for _ in range(2):
-        tally = Tally(counter, MODEL)
+        ctx = context(counter)
         copy = dict(msg)  # each request parses the body afresh
-        tally.one(copy)
-        assert tally.remember(copy, b"|test", plan) == (1,)
-    changed = Tally(counter, MODEL)
+        ctx.count(copy)
+        assert ctx.recall(copy, b"|test", plan) == (1,)
+    changed = context(counter)
     other = f.tool_result("c1", "other output")
-    changed.one(other)
-    assert changed.remember(other, b"|test", plan) == (2,)
-    assert changed.remember(other, b"|other tag", plan) == (3,)
+    changed.count(other)
+    assert changed.recall(other, b"|test", plan) == (2,)
+    assert changed.recall(other, b"|other tag", plan) == (3,)
 
 
 def test_remembered_texts_are_computed_once_per_message() -> None:
@@ -133,10 +140,10 @@ def test_remembered_texts_are_computed_once_per_message() -> None:
 
     texts = []
     for content in ("a long log", "a long log", "another log"):
-        tally = Tally(counter, MODEL)
+        ctx = context(counter)
         msg = f.tool_result("c1", content)
-        tally.one(msg)
-        texts.append(tally.remember_text(msg, b"|describe", describe))
+        ctx.count(msg)
+        texts.append(ctx.recall_text(msg, b"|describe", describe))
     assert texts == ["[description 1]", "[description 1]", "[description 2]"]
 
 
@@ -149,41 +156,69 @@ def test_a_message_made_from_another_is_remembered_under_a_derived_key() -> None
         return (len(computed),)
 
     for _ in range(2):
-        tally = Tally(counter, MODEL)
+        ctx = context(counter)
         original = f.tool_result("c1", "output " * 50)
-        tally.one(original)
-        made = {**original, "content": "short"}
-        tally.note(made, 10, source=(original, b"|cut"))
-        assert tally.remember(made, b"|next", lambda: plan("made")) == (1,)
-    unrelated = Tally(counter, MODEL)
+        made = ctx.with_content(original, "short", tag=b"|cut")
+        assert ctx.recall(made, b"|next", lambda: plan("made")) == (1,)
+    unrelated = context(counter)
     loose = {"role": "tool", "tool_call_id": "c9", "content": "x"}
-    unrelated.note(loose, 5)  # no source: nothing to file what is computed about it under
-    unrelated.remember(loose, b"|next", lambda: plan("loose"))
-    unrelated.remember(loose, b"|next", lambda: plan("loose"))
+    made = unrelated.with_content(loose, "y")  # no tag: nothing to file what is computed under
+    unrelated.recall(made, b"|next", lambda: plan("loose"))
+    unrelated.recall(made, b"|next", lambda: plan("loose"))
     assert computed == ["made", "loose", "loose"]
+
+
+def test_a_content_array_is_counted_in_full() -> None:
+    ctx = context()
+    msg = f.tool_result("c1", "output")
+    parts = [f.text_part("found "), f.text_part("it")]
+    new = ctx.with_content(msg, parts)
+    assert new == {**msg, "content": parts}
+    assert ctx.count(new) == f.counter().count_message(new, MODEL)
+
+
+class Direct(TokenCounter):
+    """A counter that records how often a message is counted without its cache."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.direct_calls = 0
+
+    def direct(self, msg: Message, model: str) -> int:
+        self.direct_calls += 1
+        return super().direct(msg, model)
+
+
+def test_a_resent_messages_bare_count_is_remembered_across_requests() -> None:
+    counter = Direct()
+    msg = f.tool_result("c1", "output " * 100)
+    context(counter).count(msg)  # counted afresh: counting it leaves the bare count
+    assert counter.direct_calls == 0
+    for _ in range(3):  # the body parsed afresh each request: a cache hit, no bare count
+        ctx = context(counter)
+        assert ctx.count_bare(dict(msg)) == f.counter().count_message({**msg, "content": ""}, MODEL)
+    assert counter.direct_calls == 1
 
 
 def test_texts_are_counted_with_and_without_profiles() -> None:
     text = "\n".join(f"{i:5d}\trow {i} of the table, é" for i in range(600))
     msg = f.tool_result("c1", text)
-    counter = TokenCounter()
-    profiled = Tally(counter, MODEL)
-    profiled.one(msg)
-    assert profiled.profile(text) is not None
-    plain = Tally(f.counter(), MODEL)
-    f.counter().count_message(msg, MODEL)
-    plain.one(msg)
-    assert plain.profile(text) is None
+    counter = Measuring()
+    profiled = context(counter)
+    profiled.count(msg)
+    assert counter.profiled == [1]
+    plain = context(profile_chars=None)
+    plain.count(msg)
     n = len(text)
-    for tally in (profiled, plain):
-        assert tally.span(text, 10, 5_000) == f.text_tokens(text[10:5_000])
+    for ctx in (profiled, plain):
+        assert ctx.count_span(text, 10, 5_000) == f.text_tokens(text[10:5_000])
         joined = text[:3_000] + "\n\n[marker]\n\n" + text[n - 2_000 :]
-        assert tally.joined(text, 3_000, "\n\n[marker]\n\n", 2_000) == f.text_tokens(joined)
-        head = tally.fit(text, 700, from_end=False)
+        assert ctx.count_joined(text, 3_000, "\n\n[marker]\n\n", 2_000) == f.text_tokens(joined)
+        head = ctx.fit_head(text, 700)
         assert text[:head] == f.counter().head(text, MODEL, 700)
-        tail = tally.fit(text, 900, from_end=True)
+        tail = ctx.fit_tail(text, 900)
         assert text[n - tail :] == f.counter().tail(text, MODEL, 900)
-        assert tally.content_bytes(text) == len(text.encode())
+        assert ctx.content_bytes(text) == len(text.encode())
 
 
 def test_only_texts_the_chain_may_cut_are_profiled() -> None:
@@ -199,11 +234,11 @@ def test_only_texts_the_chain_may_cut_are_profiled() -> None:
 
 
 def test_tool_names_are_read_once_per_message() -> None:
-    tally = Tally(f.counter(), MODEL)
+    ctx = context()
     head = f.assistant_calls(f.call("a", "read_file"), f.call("b", "grep"))
-    names = tally.tool_names(head)
+    names = ctx.tool_names(head)
     assert names == {"a": "read_file", "b": "grep"}
-    assert tally.tool_names(head) is names
+    assert ctx.tool_names(head) is names
 
 
 def agent_session() -> list[dict[str, Any]]:

@@ -1,3 +1,6 @@
+"""protocols/chat/assembly.py: a relayed chat completion, streamed or not, as one message
+(fed through the audit's BodyCapture as the relay feeds it)."""
+
 from __future__ import annotations
 
 import json
@@ -5,13 +8,9 @@ from typing import Any
 
 import pytest
 
-from proxy.observability.audit.sse import (
-    Assembled,
-    SSEAccumulator,
-    assemble,
-    assemble_json,
-    assemble_sse,
-)
+from proxy.observability.audit.capture import BodyCapture
+from proxy.protocols.base import Assembled
+from proxy.protocols.chat.assembly import assemble, assemble_json, assemble_sse
 
 
 def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> bytes:
@@ -74,28 +73,28 @@ EXPECTED = Assembled(
 
 
 def test_stream_is_reassembled() -> None:
-    acc = SSEAccumulator()
+    acc = BodyCapture()
     acc.feed(STREAM)
-    assert acc.assemble() == EXPECTED
-    text, tool_calls, usage, finish = acc.assemble()
+    assert assemble(acc.data()) == EXPECTED
+    text, tool_calls, usage, finish = assemble(acc.data())
     assert (text, tool_calls, usage, finish) == tuple(EXPECTED)
 
 
 def test_every_split_point_gives_the_same_result() -> None:
     # Covers boundaries mid-line, mid-JSON and inside multi-byte UTF-8 characters.
     for cut in range(len(STREAM) + 1):
-        acc = SSEAccumulator()
+        acc = BodyCapture()
         acc.feed(STREAM[:cut])
         acc.feed(STREAM[cut:])
-        assert acc.assemble() == EXPECTED, cut
+        assert assemble(acc.data()) == EXPECTED, cut
 
 
 def test_byte_by_byte_feeding() -> None:
-    acc = SSEAccumulator()
+    acc = BodyCapture()
     for i in range(len(STREAM)):
         acc.feed(STREAM[i : i + 1])
     assert acc.size == len(STREAM)
-    assert acc.assemble() == EXPECTED
+    assert assemble(acc.data()) == EXPECTED
 
 
 def test_crlf_comments_multiline_data_and_no_space_after_colon() -> None:
@@ -119,17 +118,17 @@ def test_stream_cut_before_done_keeps_what_arrived() -> None:
 
 
 def test_cap_marks_truncated_and_stays_parseable() -> None:
-    acc = SSEAccumulator(max_bytes=200)
+    acc = BodyCapture(max_bytes=200)
     for i in range(0, len(STREAM), 64):
         acc.feed(STREAM[i : i + 64])
     assert acc.truncated
     assert acc.size == 200
     assert acc.data() == STREAM[:200]
-    assert EXPECTED.text.startswith(acc.assemble().text)
+    assert EXPECTED.text.startswith(assemble(acc.data()).text)
 
 
 def test_under_the_cap_is_not_truncated() -> None:
-    acc = SSEAccumulator(max_bytes=len(STREAM))
+    acc = BodyCapture(max_bytes=len(STREAM))
     acc.feed(STREAM)
     acc.feed(b"")
     assert not acc.truncated
@@ -182,10 +181,10 @@ def test_non_streamed_body() -> None:
     )
     assert assemble_json(body) == expected
     assert assemble(b"  \n" + body) == expected
-    acc = SSEAccumulator()
+    acc = BodyCapture()
     acc.feed(body[:7])
     acc.feed(body[7:])
-    assert acc.assemble() == expected
+    assert assemble(acc.data()) == expected
 
 
 @pytest.mark.parametrize("body", [b"upstream exploded", b"[1, 2]", b"{not json"])
@@ -194,4 +193,4 @@ def test_bodies_that_are_not_completions_are_kept_as_text(body: bytes) -> None:
 
 
 def test_empty_response() -> None:
-    assert SSEAccumulator().assemble() == Assembled("", [], None, None)
+    assert assemble(BodyCapture().data()) == Assembled("", [], None, None)

@@ -1,0 +1,43 @@
+"""Redacted messages as stored, and the audit writer's cache of them (agents resend their
+history every turn)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A redacted message as stored: canonical JSON bytes and their hash."""
+
+    digest: bytes
+    data: bytes
+
+
+@dataclass(slots=True)
+class MessageCache:
+    """LRU of redacted messages keyed by the raw message's hash, bounded in bytes.
+
+    Agents resend their whole history every turn; without this the writer would redact
+    the same messages again on every request.
+    """
+
+    max_bytes: int
+    size: int = 0
+    items: OrderedDict[bytes, StoredMessage] = field(default_factory=OrderedDict)
+
+    def get(self, key: bytes) -> StoredMessage | None:
+        hit = self.items.get(key)
+        if hit is not None:
+            self.items.move_to_end(key)
+        return hit
+
+    def put(self, key: bytes, value: StoredMessage) -> None:
+        if len(value.data) > self.max_bytes // 4:
+            return
+        self.items[key] = value
+        self.size += len(value.data)
+        while self.size > self.max_bytes:
+            _, old = self.items.popitem(last=False)
+            self.size -= len(old.data)

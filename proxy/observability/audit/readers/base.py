@@ -1,0 +1,34 @@
+"""What `curator audit` needs from a store reader, whichever store it reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+class Store(Protocol):
+    """Records back as plain dicts (the JSONL shape): summaries, one record, a time range."""
+
+    def summaries(self, *, limit: int, route: str | None = None) -> list[dict[str, Any]]: ...
+
+    def get(self, record_id: str) -> dict[str, Any] | None: ...
+
+    def between(self, since: float, until: float | None = None) -> Iterator[dict[str, Any]]: ...
+
+    def close(self) -> None: ...
+
+
+Opener = Callable[[str, Mapping[str, Any]], Store]
+"""(location, the sink's parsed options) -> an open reader."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderType:
+    """One registered reader: the sink name whose stores it reads, and the URL schemes
+    or file suffixes that select it when no config names the sink."""
+
+    name: str
+    open: Opener
+    schemes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()

@@ -1,0 +1,171 @@
+"""Reading the PostgreSQL audit store back, for `curator audit` and the viewer: every
+replica's records.
+
+The viewer's `search` filters on columns in SQL; a conversation or text filter is checked
+on full records with `query.matches`, the reference semantics, a chunk at a time.
+
+The connection is read-only (it works against a hot standby) and autocommit, so a long
+`export` holds no transaction open on the primary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import psycopg
+
+from proxy.observability.audit.readers.query import (
+    FACET_LIMIT,
+    FACETS,
+    Page,
+    Query,
+    clamp,
+    matches,
+    normal_kind,
+    summary,
+)
+from proxy.observability.audit.sinks import postgres_schema as schema
+from proxy.observability.audit.sinks.base import DIGEST_SIZE, StoreUnavailable, split_digests
+
+_FULL = "SELECT fields, original, curated FROM audit_records "
+CHUNK = 1000
+
+
+class PostgresReader:
+    """Reads records back as plain dicts (the JSONL shape) for `curator audit`."""
+
+    def __init__(self, dsn: str) -> None:
+        self._conn = schema.connect(dsn, read_only=True)
+        try:
+            current = schema.version(self._conn)
+        except psycopg.Error as exc:
+            self._conn.close()
+            raise StoreUnavailable(f"postgres: {schema.scrub(str(exc)).strip()}") from None
+        if current == 0:
+            self._conn.close()
+            raise FileNotFoundError("no audit store in this database (nothing written yet)")
+
+    def summaries(self, *, limit: int, route: str | None = None) -> list[dict[str, Any]]:
+        """The newest records, newest first, without their messages."""
+        rows = self._conn.execute(
+            "SELECT fields, length(original), length(curated) FROM audit_records "
+            "WHERE %s::text IS NULL OR route = %s ORDER BY time DESC, uid LIMIT %s",
+            (route, route, limit),
+        ).fetchall()
+        out = []
+        for fields, n_original, n_curated in rows:
+            summary: dict[str, Any] = orjson.loads(fields)
+            summary["messages"] = (n_original or 0) // DIGEST_SIZE
+            summary["curated_messages"] = (n_curated or n_original or 0) // DIGEST_SIZE
+            out.append(summary)
+        return out
+
+    def get(self, record_id: str) -> dict[str, Any] | None:
+        """The record with this id, or the only one whose id starts with it."""
+        rows = self._conn.execute(
+            _FULL + "WHERE id = %s ORDER BY time DESC LIMIT 1", (record_id,)
+        ).fetchall()
+        if not rows:
+            pattern = record_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            rows = self._conn.execute(
+                _FULL + "WHERE id LIKE %s LIMIT 2", (pattern + "%",)
+            ).fetchall()
+            if len(rows) > 1:
+                raise LookupError(f"several records have ids starting with {record_id!r}")
+        return self._full(*rows[0]) if rows else None
+
+    def between(self, since: float, until: float | None = None) -> Iterator[dict[str, Any]]:
+        """Full records with since <= time < until, oldest first, a chunk at a time."""
+        end = float("inf") if until is None else until
+        after = (since, b"")
+        while True:
+            rows = self._conn.execute(
+                "SELECT time, uid, fields, original, curated FROM audit_records "
+                "WHERE (time, uid) > (%s, %s) AND time >= %s AND time < %s "
+                "ORDER BY time, uid LIMIT %s",
+                (*after, since, end, CHUNK),
+            ).fetchall()
+            for _, _, fields, original, curated in rows:
+                yield self._full(fields, original, curated)
+            if len(rows) < CHUNK:
+                return
+            after = (rows[-1][0], rows[-1][1])
+
+    def search(self, query: Query) -> Page:
+        """One page of the records `query` selects, newest first (the viewer)."""
+        query = clamp(query)
+        where, params = _where(query)
+        wanted = query.offset + query.limit + 1
+        scan = bool(query.conversation or query.text)
+        rows: list[dict[str, Any]] = []
+        offset = 0
+        while len(rows) < wanted:
+            chunk = self._conn.execute(
+                "SELECT time, fields, original, curated FROM audit_records"
+                f"{where} ORDER BY time DESC, uid LIMIT %s OFFSET %s".encode(),
+                [*params, CHUNK if scan else wanted, offset],
+            ).fetchall()
+            for when, fields, original, curated in chunk:
+                record = self._full(fields, original, curated)
+                if not scan or matches(record, when, query):
+                    rows.append(summary(record))
+            if not scan or len(chunk) < CHUNK:
+                break
+            offset += CHUNK
+        rows = rows[:wanted]
+        return Page(rows[query.offset : query.offset + query.limit], more=len(rows) == wanted)
+
+    def facets(self) -> dict[str, list[str]]:
+        out = {}
+        for column in FACETS:
+            sql = (
+                f"SELECT DISTINCT {column} FROM audit_records WHERE {column} IS NOT NULL "
+                f"ORDER BY {column} LIMIT {FACET_LIMIT}"
+            )
+            out[column] = [str(value) for (value,) in self._conn.execute(sql.encode())]
+        return out
+
+    def _full(self, fields: bytes, original: bytes, curated: bytes | None) -> dict[str, Any]:
+        record: dict[str, Any] = orjson.loads(fields)
+        record["original"] = self._messages(split_digests(original))
+        record["curated"] = (
+            record["original"] if curated is None else self._messages(split_digests(curated))
+        )
+        return record
+
+    def _messages(self, digests: list[bytes]) -> list[Any]:
+        unique = list(dict.fromkeys(digests))
+        found = {
+            digest: orjson.loads(body)
+            for digest, body in self._conn.execute(
+                "SELECT hash, body FROM audit_messages WHERE hash = ANY(%s::bytea[])", (unique,)
+            )
+        }
+        return [found.get(d, {"missing": d.hex()}) for d in digests]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _where(query: Query) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("route", query.route),
+        ("policy", query.policy),
+        ("model", query.model),
+        ("status", query.status),
+        ("kind", normal_kind(query.kind)),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = %s")
+            params.append(value)
+    if query.since is not None:
+        clauses.append("time >= %s")
+        params.append(query.since)
+    if query.until is not None:
+        clauses.append("time < %s")
+        params.append(query.until)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
