@@ -31,7 +31,7 @@ from proxy.cli.audit_render import render_diff, render_record, render_table
 from proxy.cli.pipes import run_to_stdout
 from proxy.config.audit import AuditConfig, masked_location, parse_audit
 from proxy.observability.audit.readers.base import Store
-from proxy.observability.audit.readers.query import parse_time
+from proxy.observability.audit.readers.query import parse_time, record_conversation
 from proxy.observability.audit.readers.registry import READERS, open_reader, reader_for
 from proxy.observability.audit.sinks.base import StoreUnavailable
 from proxy.observability.audit.sinks.migrations import SchemaTooNew
@@ -71,6 +71,9 @@ def add_subparsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     lister = commands.add_parser("list", parents=[common], help="newest records first")
     lister.add_argument("--limit", type=int, default=20, help="how many (default 20)")
     lister.add_argument("--route", help="only this route's records")
+    lister.add_argument(
+        "--conversation", help="only this conversation's records, oldest first (its turns)"
+    )
     lister.add_argument("--json", action="store_true", help="one JSON object per line")
     lister.set_defaults(func=run_list)
     show = commands.add_parser("show", parents=[common], help="one record in full")
@@ -91,31 +94,45 @@ def add_subparsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     audit_serve.add_parser(commands, common).set_defaults(func=run_serve)
 
 
-def _handled(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Report store and usage problems as one line and exit status 1, not a traceback."""
-
-    @functools.wraps(run)
-    def handler(args: argparse.Namespace) -> int:
-        try:
-            return run(args)
-        except (UsageError, LookupError, FileNotFoundError) as exc:
-            return _fail(str(exc))
-        except (sqlite3.DatabaseError, StoreUnavailable, SchemaTooNew) as exc:
-            return _fail(f"cannot read the audit store: {exc}")
-        except Exception as exc:
-            if type(exc).__module__.startswith("psycopg"):  # the optional driver's errors
-                return _fail(f"cannot read the audit store: {masked_location(str(exc))}")
-            raise
-
-    return handler
+Handler = Callable[[argparse.Namespace], int]
 
 
-@_handled
+def handled_as(command: str) -> Callable[[Handler], Handler]:
+    """Report store and usage problems as one line (`curator COMMAND: ...`) and exit
+    status 1, not a traceback."""
+
+    def wrap(run: Handler) -> Handler:
+        @functools.wraps(run)
+        def handler(args: argparse.Namespace) -> int:
+            try:
+                return run(args)
+            except (UsageError, LookupError, FileNotFoundError) as exc:
+                return _fail(str(exc), command)
+            except (sqlite3.DatabaseError, StoreUnavailable, SchemaTooNew) as exc:
+                return _fail(f"cannot read the audit store: {exc}", command)
+            except Exception as exc:
+                if type(exc).__module__.startswith("psycopg"):  # the optional driver's errors
+                    where = masked_location(str(exc))
+                    return _fail(f"cannot read the audit store: {where}", command)
+                raise
+
+        return handler
+
+    return wrap
+
+
+handled = handled_as("audit")
+
+
+@handled
 def run_list(args: argparse.Namespace) -> int:
     if args.limit < 1:
         return _fail("--limit must be at least 1")
-    with _store(args) as store:
-        rows = store.summaries(limit=args.limit, route=args.route)
+    with open_store(args) as store:
+        if args.conversation is None:
+            rows = store.summaries(limit=args.limit, route=args.route)
+        else:
+            rows = conversation_turns(store, args.conversation, args.route)[-args.limit :]
     if args.json:
         for row in rows:
             _print(orjson.dumps(row).decode())
@@ -124,7 +141,26 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-@_handled
+def conversation_of(record: dict[str, Any]) -> str:
+    """The record's `conversation` field, else (older records) the key the viewer derives."""
+    key = record.get("conversation")
+    return key if isinstance(key, str) and key else record_conversation(record)
+
+
+def conversation_turns(store: Store, key: str, route: str | None) -> list[dict[str, Any]]:
+    """A conversation's chat records as list rows (without messages), oldest first."""
+    rows = []
+    for record in store.between(0.0):
+        if not conversation_of(record).startswith(key) or (route and record.get("route") != route):
+            continue
+        original = record.pop("original", None) or []
+        curated = record.pop("curated", None) or original
+        rows.append({**record, "messages": len(original), "curated_messages": len(curated)})
+    # A JSONL file is in write order, which batches from several workers may interleave.
+    return sorted(rows, key=lambda row: str(row.get("time")))
+
+
+@handled
 def run_show(args: argparse.Namespace) -> int:
     record = _record(args)
     text = orjson.dumps(record, option=orjson.OPT_INDENT_2).decode()
@@ -132,13 +168,13 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-@_handled
+@handled
 def run_diff(args: argparse.Namespace) -> int:
     _print(render_diff(_record(args)))
     return 0
 
 
-@_handled
+@handled
 def run_export(args: argparse.Namespace) -> int:
     now = time.time()
     try:
@@ -146,13 +182,13 @@ def run_export(args: argparse.Namespace) -> int:
         until = parse_time(args.until, now=now) if args.until else None
     except ValueError as exc:
         return _fail(str(exc))
-    with _store(args) as store:
+    with open_store(args) as store:
         for record in store.between(since, until):
             _print(orjson.dumps(record).decode())
     return 0
 
 
-@_handled
+@handled
 def run_migrate(args: argparse.Namespace) -> int:
     target = audit_target(args.config, args.path, args.sink)
     sink = SINKS.get(target.sink or _inferred(target.location))
@@ -167,7 +203,7 @@ def run_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-@_handled
+@handled
 def run_serve(args: argparse.Namespace) -> int:
     target = audit_target(args.config, args.path, args.sink)
     config = args.config or (DEFAULT_CONFIG if os.path.exists(DEFAULT_CONFIG) else None)
@@ -188,7 +224,7 @@ def _inferred(location: str) -> str:
 
 
 def _record(args: argparse.Namespace) -> dict[str, Any]:
-    with _store(args) as store:
+    with open_store(args) as store:
         record = store.get(args.id)
     if record is None:
         raise UsageError(f"no audit record with id {args.id!r}")
@@ -225,7 +261,7 @@ def _audit_section(config: str) -> AuditConfig:
 
 
 @contextmanager
-def _store(args: argparse.Namespace) -> Iterator[Store]:
+def open_store(args: argparse.Namespace) -> Iterator[Store]:
     target = audit_target(args.config, args.path, args.sink)
     try:
         store = open_reader(target.location, target.sink, target.options)
@@ -255,8 +291,8 @@ def _print(text: str) -> None:
     sys.stdout.write(text + "\n")
 
 
-def _fail(message: str) -> int:
-    sys.stderr.write(f"curator audit: {message}\n")
+def _fail(message: str, command: str = "audit") -> int:
+    sys.stderr.write(f"curator {command}: {message}\n")
     return 1
 
 

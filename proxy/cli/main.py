@@ -20,6 +20,7 @@ from policies.fast_bpe import tokenizer_choice
 from policies.urls import masked_url
 from proxy.cli.audit import add_subparsers as add_audit_subparsers
 from proxy.cli.pipes import run_to_stdout
+from proxy.cli.report import add_parser as add_report_parser
 from proxy.config.loader import Config, default_config, load_config
 from proxy.config.render import format_config
 
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate(commands)
     add_audit_subparsers(commands)
     commands.choices["audit"].set_defaults(handler=_audit)
+    add_report_parser(commands)
     return parser
 
 

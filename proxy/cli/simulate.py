@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from policies.errors import ConfigError, ContextOverflow
 from policies.loader import PRESET_PREFIX, load_preset
 from policies.messages import Message
+from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
 from policies.prefix_cache import PrefixCache, prompt_of
 from policies.summary_cache import MEMORY, MemoryCache
@@ -76,7 +77,7 @@ async def simulate(
     config: Config, options: Options, requests: Sequence[Request], services: Services
 ) -> Report:
     """Curate every request in order, then price both sequences with the prefix-cache model."""
-    counter = TokenCounter(config.models)
+    counter = TokenCounter(recorded_models(config.models, requests))
     outcomes: list[SimulatedRequest] = []
     chosen: dict[str, tuple[str | None, str, Policy]] = {}  # by model: presets load once
     for request in requests:
@@ -98,6 +99,28 @@ async def simulate(
     original = pricing.price(prompt_of(m, counter, r.model, r.tools) for r, m, _ in sent)
     curated = pricing.price(prompt_of(c, counter, r.model, r.tools) for r, _, c in sent)
     return Report(tuple(outcomes), original, curated, pricing)
+
+
+def recorded_models(models: ModelTable, requests: Sequence[Request]) -> ModelTable:
+    """`models`, with each model's window and encoding as the audit recorded them first:
+    the proxy may have resolved them otherwise than this config would (another config,
+    an upstream's own window)."""
+    recorded: dict[str, ModelInfo] = {}
+    for request in requests:
+        if request.context_window is None or request.model in recorded:
+            continue
+        info = models.lookup(request.model)
+        encoding = request.encoding or info.encoding
+        recorded[request.model] = ModelInfo(request.context_window, info.max_input_tokens, encoding)
+    if not recorded:
+        return models
+    exact = [(_literal_glob(model), info) for model, info in recorded.items()]
+    return ModelTable.with_overrides([*exact, *models.overrides])
+
+
+def _literal_glob(name: str) -> str:
+    """A glob matching exactly `name` (brackets, stars and question marks escaped)."""
+    return "".join(f"[{c}]" if c in "[]*?" else c for c in name)
 
 
 async def _curate(

@@ -6,8 +6,10 @@
 - JSONL: one request or audit record per line, a conversation's successive requests
   (`curator audit export` output works as is). Blank lines are skipped.
 An object is a request when it has a `messages` list, wraps one under `request` or `body`,
-or is an audit record holding the client's messages under `original` (with its `model` and
-any `tools`). Audit records of summarizer calls are skipped: they are not client requests.
+or is an audit record holding the client's messages under `original` (with its `model`, any
+`tools`, the output limits the client asked for, and the window and encoding the proxy
+resolved: what decides the budget, so the simulation curates as production did).
+Audit records of summarizer calls are skipped: they are not client requests.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from proxy.protocols.responses.facts import budget_body
 from proxy.protocols.responses.items import to_neutral
 
 Body = dict[str, Any]
+OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+"""Audit record fields that go back into the request body (they decide the reserve)."""
 
 
 class SimulateError(Exception):
@@ -34,6 +38,9 @@ class Request:
 
     line: int
     body: Body
+    context_window: int | None = None
+    """The window the proxy resolved for this request (audit records), else None."""
+    encoding: str | None = None
 
     @property
     def model(self) -> str:
@@ -99,8 +106,7 @@ def _request(item: object, where: str, line: int) -> Request | None:
     elif isinstance(item.get("input"), list):
         body = _responses_body(item, where)
     elif isinstance(item.get("original"), list):
-        body = {"model": item.get("model"), "messages": item["original"]}
-        body.update({"tools": item["tools"]} if isinstance(item.get("tools"), list) else {})
+        return _recorded(item, where, line)
     else:
         raise SimulateError(
             f'{where}: expected a chat request with a "messages" list, a "request" object, '
@@ -113,6 +119,31 @@ def _request(item: object, where: str, line: int) -> Request | None:
                 f'{where}: messages[{i}]: expected an object with a "role", got {got}'
             )
     return Request(line, body)
+
+
+def _recorded(item: Mapping[str, Any], where: str, line: int) -> Request | None:
+    """An audit record: the client's messages, tools and output limits, and the resolved
+    window and encoding."""
+    body: Body = {"model": item.get("model"), "messages": item["original"]}
+    body.update({"tools": item["tools"]} if isinstance(item.get("tools"), list) else {})
+    for key in OUTPUT_LIMITS:
+        if _positive(item.get(key)):
+            body[key] = item[key]
+    request = _request(body, where, line)
+    if request is None:
+        return None
+    window = item.get("context_window")
+    encoding = item.get("encoding")
+    return Request(
+        line,
+        request.body,
+        window if _positive(window) else None,
+        encoding if isinstance(encoding, str) and encoding else None,
+    )
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _responses_body(item: Body, where: str) -> Body:

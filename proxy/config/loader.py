@@ -20,6 +20,7 @@ from policies.errors import ConfigError, Problem
 from policies.loader import PRESET_PREFIX, Registry, load_preset, policy_from_spec
 from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
+from policies.pricing import PriceTable
 from policies.summarizer import Summarizer
 from policies.urls import masked_url
 from policies.validate import Problems, Reader, describe, suggest
@@ -28,6 +29,7 @@ from proxy.config.audit import DEFAULT_PATHS, AuditConfig, read_audit
 from proxy.config.auth import AuthConfig, read_auth
 from proxy.config.limits import LIMIT_KEYS, Limits, read_limits
 from proxy.config.metrics import MetricsConfig, read_metrics
+from proxy.config.prices import read_prices
 from proxy.config.routes import MODES as MODES
 from proxy.config.routes import Mode as Mode
 from proxy.config.routes import Route as Route
@@ -76,6 +78,8 @@ class Config:
     """Off for a Config built in code; `load_config` and `default_config` turn it on."""
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    prices: PriceTable = field(default_factory=PriceTable)
+    """Model glob -> price per million tokens: the `prices:` section, then built-ins."""
     viewer: ViewerConfig = field(default_factory=ViewerConfig)
 
 
@@ -175,6 +179,7 @@ class _Build:
     audit: AuditConfig | None = None
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     auth: AuthConfig = field(default_factory=AuthConfig)
+    prices: PriceTable = field(default_factory=PriceTable)
     viewer: ViewerConfig = field(default_factory=ViewerConfig)
     sources: dict[str, FileStamp | None] = field(default_factory=dict)
     """The config file, then the policy files it names (found or not: a reload watches)."""
@@ -201,6 +206,7 @@ class _Build:
             or AuditConfig(path=str(self.base_dir.absolute() / DEFAULT_PATHS["sqlite"])),
             metrics=self.metrics,
             auth=self.auth,
+            prices=self.prices,
             viewer=self.viewer,
         )
 
@@ -337,6 +343,10 @@ def _auth(build: _Build, value: object, path: KeyPath) -> None:
     build.auth = read_auth(build.read, value, path)
 
 
+def _prices(build: _Build, value: object, path: KeyPath) -> None:
+    build.prices = read_prices(build.read, value, path)
+
+
 def _viewer(build: _Build, value: object, path: KeyPath) -> None:
     build.viewer = read_viewer(build.read, value, path, admin_keys=build.auth.admin_keys)
 
@@ -353,6 +363,7 @@ SECTIONS: Mapping[str, Callable[[_Build, object, KeyPath], None]] = types.Mappin
         # After `server`, whose port the admin listener must not take.
         "metrics": _metrics,
         "auth": _auth,
+        "prices": _prices,
         # After `auth`: a public viewer needs admin keys.
         "viewer": _viewer,
     }

@@ -198,11 +198,12 @@ def read_request(
     route = setup.router.route(record.path, wire.model, headers)
     if route is None:
         raise no_route()
-    record.protocol, record.mode, record.model, record.body = (
+    record.protocol, record.mode, record.model, record.body, record.facts = (
         protocol,
         route.mode,
         wire.model,
         wire.body,
+        wire.facts,
     )
     if route.mode == "off":
         # Routed only: no policy applies, nothing is counted, the client's bytes go upstream.

@@ -22,6 +22,7 @@ from policies.base import Action
 from policies.messages import Message
 from policies.summary_io import Complete, Completion, SummaryRequest, SummaryStats
 from proxy.observability.audit.capture import BodyCapture
+from proxy.observability.usage.spend import Spend
 from proxy.protocols.base import Usage, WireProtocol
 from proxy.types import Outcome
 
@@ -67,6 +68,9 @@ class ExchangeRecord:
     """Why curation was skipped (`x-curator-skipped`), None when it ran or did not apply."""
     body: Mapping[str, Any] | None = None
     """The parsed request as the client sent it (a reference)."""
+    facts: Mapping[str, Any] | None = None
+    """What the budget read of it, in chat-completions form (`WireRequest.facts`): tools
+    and output limits, which the spend's counterfactual and the audit's budget fields keep."""
     original: Sequence[Message] | None = None
     """The messages as the client sent them, in the neutral form (as far as they could be
     read when curation was skipped)."""
@@ -104,6 +108,8 @@ class ExchangeRecord:
     rescued: FirstAttempt | None = None
     """The attempt the upstream rejected as too long, when it was rescued (curated again
     and sent once more: `proxy.curation.rescue`); the fields above are the second one's."""
+    spend: Spend | None = None
+    """The request's usage, cost and uncurated counterfactual (`proxy.observability.usage`)."""
 
     def usage(self) -> Usage | None:
         """The token usage the upstream reported, read from `tail` by the protocol."""

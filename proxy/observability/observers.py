@@ -95,6 +95,8 @@ async def open_observability(
     async with AsyncExitStack() as stack:
         if audit is not None:
             stack.push_async_callback(_close_writer, audit)
+        if metrics is not None:
+            stack.callback(metrics.spend.thread.close)
         if metrics is not None and metrics.multiprocess_dir:
             # Only this worker's live gauges (in-flight, queue depth) go; counters stay.
             stack.callback(mark_worker_dead, os.getpid())
@@ -231,6 +233,8 @@ def exchange_entry(record: ExchangeRecord) -> AuditEntry:
         ttfb_ms=record.ttfb_s * 1000 if record.ttfb_s is not None else None,
         response=_response(record),
         incomplete=record.incomplete,
+        spend=record.spend,
+        body=record.facts,
     )
 
 

@@ -44,6 +44,8 @@ from proxy.observability.exchange import (
     recording,
 )
 from proxy.observability.observers import metrics_routes, open_observability, viewer_routes
+from proxy.observability.usage.spend import Sent, Spend, account
+from proxy.observability.usage.tap import from_wire
 from proxy.protocols import protocol_for
 from proxy.serving.edge import Edge, open_edge
 from proxy.serving.guard import PROXY_CREDENTIAL, Guard, Inflight
@@ -302,7 +304,18 @@ class _Exchange:
         record.incomplete = relay.incomplete
         record.authorization = self._credential()
         record.summary_calls = tuple(self.summary_calls)
+        record.spend = self._spend()
         return record
+
+    def _spend(self) -> Spend | None:
+        """Usage, cost and counterfactual of an observed request a protocol read (the relay
+        kept its tail)."""
+        record, edge = self.record, self.edge
+        if record.protocol is None or not self.relay.keep_tail:
+            return None
+        usage = from_wire(record.usage())
+        sent = Sent.of(record.model, record.facts, record.original, self.scope["headers"], usage)
+        return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals)
 
 
 async def send_error(send: Send, err: ProxyError, headers: Sequence[tuple[bytes, bytes]]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import httpx
 
@@ -16,6 +16,7 @@ from proxy.curation.plan import CurationSetup
 from proxy.observability.exchange import Observer
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.observers import Observability
+from proxy.observability.usage.counterfactual import Counterfactuals
 from proxy.serving.guard import Inflight
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.connect import open_client
@@ -46,6 +47,8 @@ class Edge:
     """Some route matches on the model, so JSON bodies no protocol curates are sniffed for it."""
     metrics: Metrics | None = None
     """None when `metrics.enabled` is false."""
+    counterfactuals: Counterfactuals = field(default_factory=Counterfactuals)
+    """Each conversation's uncurated prompts, for the counterfactual cost (kept on reload)."""
 
     def serving(
         self, config: Config, curation: CurationSetup, caches: Mapping[str, SummaryCache]

@@ -19,7 +19,7 @@ HISTOGRAM_SERIES = ("_bucket", "_sum", "_count")
 TARGET_LABELS = frozenset({"job", "instance"})
 # Grafana interpolates these before the query reaches Prometheus; the parser needs a duration.
 RANGE_VARIABLES = ("$__rate_interval", "$__interval", "$__range")
-UNITS = frozenset({"s", "short", "percentunit", "reqps", "ops"})
+UNITS = frozenset({"s", "short", "percentunit", "reqps", "ops", "currencyUSD"})
 COUNTER_FUNCTIONS = frozenset({"rate", "irate", "increase"})
 FAMILIES = metric_families()
 
@@ -255,3 +255,21 @@ def test_grid_layout_has_no_overlaps() -> None:
             for y in range(pos["y"], pos["y"] + pos["h"]):
                 assert (x, y) not in taken, f"{panel['title']} overlaps {taken[(x, y)]}"
                 taken[(x, y)] = panel["title"]
+
+
+def test_spend_panels_show_cache_hits_spend_savings_and_a_warning() -> None:
+    by_title = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in query_panels()}
+    hit = by_title["Real cache hit ratio"]
+    assert 'kind="cached"' in hit
+    assert 'kind="input"' in hit
+    assert " / " in hit
+    spend = by_title["Spend: actual vs uncurated"]
+    assert "curator_cost_usd_total" in spend
+    assert "kind" in spend
+    for title in ("Net savings", "Net savings by route and policy"):
+        expr = by_title[title]
+        assert 'kind="uncurated"' in expr
+        assert 'kind="actual"' in expr
+        assert " - " in expr
+    warning = by_title["Warning: curation costing money"]
+    assert warning.rstrip().endswith("> 0"), "shows only routes where actual > uncurated"

@@ -32,6 +32,7 @@ from starlette.types import Receive, Scope, Send
 
 from tests.fakes import openai_rules as rules
 from tests.fakes import responses_rules
+from tests.fakes.caching import PromptCache
 
 JSON = (b"content-type", b"application/json")
 
@@ -106,6 +107,8 @@ class FakeOpenAI:
     """Each chat response body as sent (a whole stream joined), for byte comparisons."""
     disconnected: threading.Event = field(default_factory=threading.Event)
     """Set when a client left before a response finished."""
+    cache: PromptCache | None = None
+    """When set, chat usage reports `prompt_tokens_details.cached_tokens` from it."""
     _script: deque[Behavior] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
@@ -275,6 +278,9 @@ class _Chat:
             return
         prompt = rules.count_prompt(body["messages"], encoding)
         completion = rules.completion(body, behavior, prompt, encoding)
+        if self.fake.cache is not None:
+            cached = self.fake.cache.cached(body, encoding, prompt)
+            completion["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
         if body.get("stream"):
             events = rules.chunks(body, completion)
             self.fake.sent.append(b"".join(events))

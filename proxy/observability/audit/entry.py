@@ -10,7 +10,7 @@ written with every client or upstream string masked, or without that content at 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +22,10 @@ from policies.messages import Message
 from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.message_cache import MessageCache, StoredMessage
 from proxy.observability.audit.redact import Redactor, mask
+from proxy.observability.usage.audit_fields import KEYS as SPEND_KEYS
+from proxy.observability.usage.audit_fields import spend_fields, tools_of
+from proxy.observability.usage.conversation import stored_key
+from proxy.observability.usage.spend import Spend
 from proxy.protocols.base import Assembled, WireProtocol
 from proxy.protocols.chat import CHAT
 
@@ -36,7 +40,7 @@ CLIENT_DISCONNECT = "client_disconnect"
 FIELD_ORDER = (
     "id", "time", "kind", "parent_id", "route", "policy", "mode", "model", "client", "status",
     "incomplete", "tokens_before", "tokens_after", "skip_reason", "actions", "latency_ms",
-    "ttfb_ms", "response", "error", "redaction",
+    "ttfb_ms", "response", "error", "redaction", *SPEND_KEYS, "tools",
 )  # fmt: skip
 """Keys of `AuditRecord.fields` in the order records show them; messages come last."""
 
@@ -82,6 +86,10 @@ class AuditEntry:
     `client_disconnect`, `shutdown`); None when it was complete."""
     protocol: WireProtocol = CHAT
     """Reads `response` (a summarizer's calls are chat completions)."""
+    spend: Spend | None = None
+    body: Mapping[str, Any] | None = None
+    """The request's budget facts in chat form (`WireRequest.facts`, a reference): its tools
+    and output limits are kept, so `curator simulate` reproduces the budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,8 +193,12 @@ class RecordBuilder:
             "actions": [_action(a) for a in entry.actions],
             "response": response,
             "error": error,
+            "tools": tools_of(entry.body),
         }
         merged = {**fields, **clean(content)}
+        if merged.get("conversation") is None and original:
+            roles = [m.get("role") if isinstance(m, dict) else None for m in entry.original]
+            merged["conversation"] = stored_key([m.digest for m in original], roles)
         return AuditRecord(entry.time, {k: merged[k] for k in FIELD_ORDER}, original, curated)
 
     def _curated(
@@ -260,6 +272,7 @@ def _metadata(entry: AuditEntry) -> dict[str, Any]:
         "latency_ms": entry.latency_ms,
         "ttfb_ms": entry.ttfb_ms,
         "redaction": "ok",
+        **spend_fields(entry.spend, entry.body),
     }
 
 

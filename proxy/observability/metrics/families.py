@@ -44,6 +44,7 @@ from proxy.observability.metrics.labels import (
 )
 from proxy.observability.metrics.loop import LoopCounter, LoopGauge, LoopHistogram
 from proxy.observability.metrics.multiproc import MULTIPROC_ENV, forget_dead_workers
+from proxy.observability.metrics.spend import SpendFamilies
 
 # Curation is sub-millisecond warm and ~100 ms cold; upstreams take seconds to minutes.
 CURATION_BUCKETS = (
@@ -86,6 +87,7 @@ class Metrics:
         self._operation_families()
         self.facts = FactsMetrics(self.registry)
         """Calibration, assumed windows and overflow rescues (`proxy.upstream.facts`)."""
+        self.spend = SpendFamilies(self._loop_counter, self._counter)
         # Families with closed label sets show every series from the start.
         for reason in REJECT_REASONS:
             self.rejected.labels(reason)
@@ -229,6 +231,8 @@ class Metrics:
         if record.error in UPSTREAM_ERROR_CODES:
             phase = "before_response" if record.upstream_status is None else "mid_response"
             self._child(self.upstream_errors, route, phase, record.error).inc()
+        if record.spend is not None:
+            self.spend.observe(self._child, route, self.labels.policy(record.policy), record.spend)
         if record.incomplete is not None:
             reason = record.incomplete if record.incomplete in INCOMPLETE_REASONS else OTHER
             policy = self.labels.policy(record.policy)

@@ -1,0 +1,72 @@
+"""The spend families: upstream-reported tokens and money, actual and uncurated.
+
+Fed from each chat exchange's `Spend` (`proxy.observability.usage.spend`), streamed or not.
+Tokens and the actual cost are counted on the event loop; the uncurated cost is computed and
+counted by the spend thread (`SpendThread`), off the loop, a moment later. The `model` label
+is the `prices:` glob that priced the request (`gpt-4o*`), `other` for a model without a
+price: globs come from the config and the built-in table, never from a client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prometheus_client import Counter
+
+from proxy.observability.metrics.labels import OTHER
+from proxy.observability.metrics.loop import LoopCounter
+from proxy.observability.usage.counterfactual import SpendThread
+from proxy.observability.usage.spend import Spend
+
+TOKEN_KINDS = ("input", "cached", "output", "reasoning")
+Child = Callable[..., Any]
+"""`Metrics._child`: a family's labelled series, memoized."""
+
+
+class SpendFamilies:
+    """`curator_upstream_tokens_total` and `curator_cost_usd_total`."""
+
+    def __init__(
+        self, loop_counter: Callable[..., LoopCounter], counter: Callable[..., Counter]
+    ) -> None:
+        self.tokens = loop_counter(
+            "curator_upstream_tokens",
+            "Tokens as the upstream reported them: input (cached included), cached, "
+            "output (reasoning included), reasoning",
+            "route",
+            "policy",
+            "model",
+            "kind",
+        )
+        # Updated from two threads (the loop, the spend thread): prometheus-client's own.
+        self.cost = counter(
+            "curator_cost_usd",
+            "US dollars: actual (upstream usage at the configured prices) and uncurated "
+            "(the request as the client sent it, under the same prefix-cache model)",
+            "route",
+            "policy",
+            "model",
+            "kind",
+        )
+        self.thread = SpendThread()
+
+    def observe(self, child: Child, route: str, policy: str, spend: Spend) -> None:
+        model = spend.price_model or OTHER
+        usage = spend.usage
+        if usage is not None:
+            counts = (usage.input, usage.cached, usage.output, usage.reasoning)
+            for kind, count in zip(TOKEN_KINDS, counts, strict=True):
+                if count:
+                    child(self.tokens, route, policy, model, kind).inc(count)
+        if spend.actual_usd is not None:
+            child(self.cost, route, policy, model, "actual").inc(spend.actual_usd)
+        uncurated = child(self.cost, route, policy, model, "uncurated")
+
+        def count_uncurated() -> None:
+            dollars = spend.counterfactual().uncurated_usd
+            if dollars is not None:
+                uncurated.inc(dollars)
+
+        # Every exchange goes, priced or not: its prompt joins its conversation's history.
+        self.thread.submit(count_uncurated)

@@ -1,0 +1,79 @@
+"""What the audit record keeps of a chat exchange's spend and budget inputs.
+
+Enough to reproduce the request's curation offline (`curator simulate` reads these back):
+the output limits the client asked for, the window and encoding the proxy resolved, and
+the tool definitions. Plus what it cost: the upstream's usage and the money.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from policies.pricing import Usage
+from proxy.observability.usage.spend import Spend
+
+OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+KEYS = (
+    "conversation", "usage", "cost", *OUTPUT_LIMITS, "context_window", "encoding",
+    "tools_digest",
+)  # fmt: skip
+"""Fields the proxy assigns itself (never client text); `tools` is client text, redacted."""
+
+
+def spend_fields(spend: Spend | None, body: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The audit fields for `KEYS` (all present, None when unknown)."""
+    fields: dict[str, Any] = dict.fromkeys(KEYS)
+    if body is not None:
+        for key in OUTPUT_LIMITS:
+            value = body.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                fields[key] = value
+        tools = tools_of(body)
+        if tools is not None:
+            data = orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)
+            fields["tools_digest"] = hashlib.blake2b(data, digest_size=16).hexdigest()
+    if spend is None:
+        return fields
+    # In the audit writer's thread: where the deferred counterfactual may be computed.
+    counterfactual = spend.counterfactual()
+    # Without a session id, the writer fills in the stored messages' key (`stored_key`).
+    fields["conversation"] = counterfactual.session
+    fields["usage"] = _usage(spend.usage)
+    fields["context_window"] = counterfactual.context_window
+    fields["encoding"] = counterfactual.encoding
+    if spend.actual_usd is not None:
+        fields["cost"] = {
+            "price": spend.price_model,
+            "actual_usd": spend.actual_usd,
+            "uncurated_usd": counterfactual.uncurated_usd,
+            "uncurated": _usage(counterfactual.uncurated),
+        }
+    return fields
+
+
+def tools_of(body: Mapping[str, Any] | None) -> list[Any] | None:
+    """The request's tool definitions as sent (`tools`, else legacy `functions` wrapped)."""
+    if body is None:
+        return None
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools:
+        return tools
+    functions = body.get("functions")
+    if isinstance(functions, list) and functions:
+        return [{"type": "function", "function": f} for f in functions]
+    return None
+
+
+def _usage(usage: Usage | None) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    return {
+        "input": usage.input,
+        "cached": usage.cached,
+        "output": usage.output,
+        "reasoning": usage.reasoning,
+    }

@@ -1,0 +1,147 @@
+"""The uncurated request's cached tokens, online: `policies.prefix_cache` per conversation.
+
+`curator simulate` prices a whole export offline: each prompt's cached tokens are the
+longest block prefix it shares with an earlier prompt. Here the same model runs as requests
+arrive, over the prompts each conversation sent before curation, so the proxy can say what
+the client would have paid without it. Memory is bounded twice: at most `max_conversations`
+conversations (the least recently used goes), and at most `max_nodes` prefix nodes each
+(a conversation past it starts over, as a provider's cache would have expired by then).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from policies.prefix_cache import PrefixCache, Prompt
+
+log = logging.getLogger("curator.spend")
+
+MAX_CONVERSATIONS = 4096
+MAX_QUEUE = 10_000
+MAX_MEMO = 1024
+T = TypeVar("T")
+MAX_NODES = 16_384
+
+
+@dataclass(slots=True)
+class _Trie:
+    """Every block path this conversation's prompts took: (parent, block key) -> node."""
+
+    edges: dict[tuple[int, bytes], int] = field(default_factory=dict)
+
+    def add(self, prompt: Prompt) -> int:
+        """Insert `prompt`; the tokens of its longest prefix seen before."""
+        node, shared, matching = 0, 0, True
+        for block in prompt.blocks:
+            child = self.edges.get((node, block.key)) if matching else None
+            if child is None:
+                matching = False
+                child = self.edges[(node, block.key)] = len(self.edges) + 1
+            else:
+                shared += block.tokens
+            node = child
+        return shared
+
+
+class Counterfactuals:
+    """Per-conversation prefix caches of uncurated prompts, bounded in memory. Thread-safe."""
+
+    def __init__(
+        self,
+        cache: PrefixCache | None = None,
+        *,
+        max_conversations: int = MAX_CONVERSATIONS,
+        max_nodes: int = MAX_NODES,
+    ) -> None:
+        if max_conversations < 1 or max_nodes < 1:
+            raise ValueError("max_conversations and max_nodes must be >= 1")
+        self.cache = cache or PrefixCache()
+        self.max_conversations = max_conversations
+        self.max_nodes = max_nodes
+        self._conversations: OrderedDict[str, _Trie] = OrderedDict()
+        self._lock = threading.Lock()
+        self._memo: dict[tuple[object, ...], Any] = {}
+        """Per-model facts and per-tool-list counts, asked for on every request."""
+
+    def memo(self, key: tuple[object, ...], compute: Callable[[], T]) -> T:
+        """`compute()`, remembered under `key` (at most `MAX_MEMO` keys, then forgotten)."""
+        try:
+            value: T = self._memo[key]
+        except KeyError:
+            if len(self._memo) >= MAX_MEMO:
+                self._memo.clear()
+            value = self._memo[key] = compute()
+        return value
+
+    def __len__(self) -> int:
+        return len(self._conversations)
+
+    def cached_tokens(self, conversation: str, prompt: Prompt) -> int:
+        """The tokens of `prompt` a prefix cache would bill as cached, given the prompts
+        this conversation sent before; `prompt` is remembered for the next ones."""
+        with self._lock:
+            trie = self._conversations.get(conversation)
+            if trie is None or len(trie.edges) + len(prompt.blocks) > self.max_nodes:
+                trie = _Trie()
+            self._conversations[conversation] = trie
+            self._conversations.move_to_end(conversation)
+            while len(self._conversations) > self.max_conversations:
+                self._conversations.popitem(last=False)
+            return self.cache.cacheable(trie.add(prompt))
+
+
+def _STOP() -> None:
+    """Queued by `SpendThread.close`: the thread ends when it reaches it."""
+
+
+class SpendThread:
+    """Runs jobs in the order they were submitted, in one daemon thread started on first use
+    (so after a worker's fork). A full queue drops the job and counts it: the proxy never
+    waits for its spend figures."""
+
+    def __init__(self, max_queue: int = MAX_QUEUE, name: str = "curator-spend") -> None:
+        self._queue: queue.Queue[Callable[[], None]] = queue.Queue(max_queue)
+        self._name = name
+        self._thread: threading.Thread | None = None
+        self.dropped = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            self.dropped += 1
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait until every job submitted so far has run (tests); False on timeout."""
+        done = threading.Event()
+        self.submit(done.set)
+        return done.wait(timeout_s)
+
+    def close(self) -> None:
+        """Stop the thread once the jobs queued before it have run (it never blocks)."""
+        if self._thread is not None:
+            with contextlib.suppress(queue.Full):
+                self._queue.put_nowait(_STOP)
+            self._thread = None
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            if job is _STOP:
+                return
+            try:
+                job()
+            except Exception:  # a bug in one figure must not stop the others
+                log.exception("spend job failed")
+            time.sleep(0)  # offer the GIL to the event loop between jobs

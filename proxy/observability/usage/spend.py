@@ -1,0 +1,187 @@
+"""One chat exchange's spend: the upstream's usage, its cost, and the uncurated counterfactual.
+
+Built once per exchange when its record is (`account`), then read by the metrics and the
+audit log alike, so both always show the same figures.
+
+What is cheap is done at once, on the event loop: the usage (`ExchangeRecord.usage`)
+and the actual cost. The counterfactual is not: it needs every message of the uncurated
+prompt keyed and counted (~3 ms for a 127k-token history), so it waits in `Deferred` until
+a thread asks for it: the audit writer building the record, or the metrics' spend thread
+(`proxy.observability.usage.counterfactual.SpendThread`). Both take exchanges in the order
+they ended and the first to ask computes, so each conversation's history grows in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from policies.messages import Message
+from policies.prefix_cache import Block, Prompt
+from policies.pricing import Price, PriceTable, Usage, cost
+from policies.tokens import REPLY_PRIMING, TokenCounter
+from proxy.observability.usage.conversation import SESSION_HEADER, conversation_key
+from proxy.observability.usage.counterfactual import Counterfactuals
+
+SESSION_HEADER_BYTES = SESSION_HEADER.encode()
+PRIMING_KEY = b"\0reply-priming"
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What the exchange knows that spend needs (references, never copies)."""
+
+    model: str | None
+    body: Mapping[str, Any] | None
+    original: Sequence[Message] | None
+    session: str | None
+    usage: Usage | None
+
+    @classmethod
+    def of(
+        cls,
+        model: str | None,
+        body: Mapping[str, Any] | None,
+        original: Sequence[Message] | None,
+        headers: Sequence[tuple[bytes, bytes]],
+        usage: Usage | None,
+    ) -> Sent:
+        """From the exchange: the session header, and the usage the upstream reported."""
+        raw = next((v for n, v in headers if n.lower() == SESSION_HEADER_BYTES), None)
+        session = raw.decode("latin-1") if raw is not None else None
+        return cls(model, body, original, session, usage)
+
+
+@dataclass(frozen=True, slots=True)
+class Counterfactual:
+    """The uncurated request: where it sits, what it would have cost."""
+
+    conversation: str
+    """The live history's key (`conversation_key`)."""
+    session: str | None
+    """The client's `x-session-id` (the audit record's `conversation` when set)."""
+    uncurated: Usage | None
+    """The uncurated prompt's tokens (as counted here), the cached tokens the prefix-cache
+    model gives it in this conversation, and the output the request really produced."""
+    uncurated_usd: float | None
+    context_window: int | None
+    encoding: str | None
+
+
+class Deferred:
+    """The counterfactual of one exchange, computed once, by whichever thread asks first."""
+
+    __slots__ = ("_counter", "_history", "_lock", "_price", "_sent", "_value")
+
+    def __init__(
+        self, sent: Sent, counter: TokenCounter, history: Counterfactuals, price: Price | None
+    ) -> None:
+        self._sent, self._counter, self._history, self._price = sent, counter, history, price
+        self._lock = threading.Lock()
+        self._value: Counterfactual | None = None
+
+    def get(self) -> Counterfactual:
+        with self._lock:
+            if self._value is None:
+                self._value = _counterfactual(self._sent, self._counter, self._history, self._price)
+            return self._value
+
+
+@dataclass(frozen=True, slots=True)
+class Spend:
+    """What one chat request cost, and (deferred) what it would have cost uncurated."""
+
+    usage: Usage | None
+    """As the upstream reported it; None when the response carried no usage."""
+    price_model: str | None
+    """The `prices:` glob that priced the model (the metrics' `model` label); None: unpriced."""
+    actual_usd: float | None
+    deferred: Deferred
+
+    def counterfactual(self) -> Counterfactual:
+        """Computes on first call: call it off the event loop."""
+        return self.deferred.get()
+
+
+def account(
+    sent: Sent, counter: TokenCounter, prices: PriceTable, history: Counterfactuals
+) -> Spend:
+    """The exchange's spend: usage and actual cost now, the counterfactual deferred."""
+    found = prices.find(sent.model)
+    price = found[1] if found is not None else None
+    actual = cost(sent.usage, price) if price is not None and sent.usage is not None else None
+    return Spend(
+        usage=sent.usage,
+        price_model=found[0] if found is not None else None,
+        actual_usd=actual,
+        deferred=Deferred(sent, counter, history, price),
+    )
+
+
+def _counterfactual(
+    sent: Sent, counter: TokenCounter, history: Counterfactuals, price: Price | None
+) -> Counterfactual:
+    """Every request with messages joins its conversation's prefix-cache history, priced or
+    not, so later requests are matched against it."""
+    model = sent.model or ""
+    original = sent.original or ()
+    key = conversation_key(sent.session, original)
+    uncurated = None
+    if original:
+        prompt = uncurated_prompt(original, counter, model, _tools(sent.body), history)
+        cached = history.cached_tokens(key, prompt)
+        output = sent.usage.output if sent.usage is not None else 0
+        reasoning = sent.usage.reasoning if sent.usage is not None else 0
+        uncurated = Usage(prompt.tokens, cached, output, reasoning)
+    dollars = None
+    if price is not None and sent.usage is not None:
+        dollars = cost(uncurated or sent.usage, price)
+    window, encoding = history.memo((counter, model), lambda: _model_facts(counter, model))
+    session = key if sent.session else None
+    return Counterfactual(key, session, uncurated, dollars, window, encoding)
+
+
+def _model_facts(counter: TokenCounter, model: str) -> tuple[int | None, str | None]:
+    """The window and encoding the proxy resolves for `model`."""
+    if not model:
+        return None, None
+    return counter.models.lookup(model).context_window, counter.encoding_name(model)
+
+
+def uncurated_prompt(
+    messages: Sequence[Message],
+    counter: TokenCounter,
+    model: str,
+    tools: Sequence[Mapping[str, Any]],
+    history: Counterfactuals,
+) -> Prompt:
+    """The prompt as `policies.prefix_cache.prompt_of` builds it (tools, each message, the
+    reply priming), keyed by the counter's own message keys (one serialization, not two)."""
+    blocks: list[Block] = []
+    if tools:
+        digest = hashlib.blake2b(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)).digest()[:16]
+        size = history.memo((counter, model, digest), lambda: counter.count_tools(tools, model))
+        blocks.append(Block(b"T" + digest, size))
+    keys, sizes = counter.measure(messages, model)
+    blocks.extend(Block(k, n) for k, n in zip(keys, sizes, strict=True))
+    blocks.append(Block(PRIMING_KEY, REPLY_PRIMING))
+    return Prompt(tuple(blocks))
+
+
+def _tools(body: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The request's tool definitions, as `policies.policy` counts them (legacy functions
+    included), so the uncurated prompt is the one the budget saw."""
+    if body is None:
+        return []
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        return [t for t in tools if isinstance(t, dict | Mapping)]
+    functions = body.get("functions")
+    if isinstance(functions, list):
+        return [{"type": "function", "function": f} for f in functions if isinstance(f, Mapping)]
+    return []

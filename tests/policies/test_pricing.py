@@ -1,0 +1,40 @@
+"""Cost from usage: uncached input, cached input and output at their own prices."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.pricing import BUILTIN, Price, PriceTable, Usage, cost
+
+
+def test_cost_prices_each_kind_of_token() -> None:
+    price = Price(input=2.0, cached_input=0.5, output=8.0)
+    usage = Usage(input=10_000, cached=4_000, output=1_000, reasoning=600)
+    # reasoning is part of output: billed once, at the output price
+    assert cost(usage, price) == pytest.approx((6_000 * 2.0 + 4_000 * 0.5 + 1_000 * 8.0) / 1e6)
+
+
+def test_cached_never_exceeds_input() -> None:
+    price = Price(1.0, 0.1, 1.0)
+    assert cost(Usage(input=100, cached=500), price) == pytest.approx(100 * 0.1 / 1e6)
+
+
+def test_lookup_is_first_match_overrides_before_builtins() -> None:
+    table = PriceTable.with_overrides([("gpt-5*", Price(9, 9, 9))])
+    assert table.find("gpt-5-mini") == ("gpt-5*", Price(9, 9, 9))
+    assert table.find("openai/gpt-4o-mini-2024-07-18")[0] == "gpt-4o-mini*"  # type: ignore[index]
+    assert table.find("o4-mini")[0] == "o4-mini*"  # type: ignore[index]
+    assert table.find(None) is None
+    assert table.find("claude-3") is None
+    assert "gpt-5*" in table.patterns()
+
+
+def test_builtin_globs_go_from_narrow_to_wide() -> None:
+    """A narrower glob after a wider one that matches it could never be reached."""
+    from fnmatch import fnmatchcase
+
+    for i, (narrow, _) in enumerate(BUILTIN):
+        example = narrow.rstrip("*") + "-x"
+        assert all(not fnmatchcase(example, wide) for wide, _ in BUILTIN[:i]), narrow
+    for _, price in BUILTIN:
+        assert 0 <= price.cached_input <= price.input

@@ -1,0 +1,86 @@
+"""The online counterfactual: conversation keys, and prefix caching bounded in memory."""
+
+from __future__ import annotations
+
+from policies.prefix_cache import Block, PrefixCache, Prompt
+from proxy.observability.usage.conversation import conversation_key
+from proxy.observability.usage.counterfactual import Counterfactuals
+
+SYSTEM = {"role": "system", "content": "You are terse."}
+
+
+def prompt(*sizes: int) -> Prompt:
+    return Prompt(tuple(Block(bytes([i]), n) for i, n in enumerate(sizes)))
+
+
+def test_conversation_key_is_the_session_else_pins_and_first_user() -> None:
+    first = [SYSTEM, {"role": "user", "content": "fix the bug"}]
+    later = [*first, {"role": "assistant", "content": "done"}, {"role": "user", "content": "?"}]
+    other = [SYSTEM, {"role": "user", "content": "write docs"}]
+    assert conversation_key(None, first) == conversation_key(None, later)
+    assert conversation_key(None, first) != conversation_key(None, other)
+    assert conversation_key(None, first).startswith("c-")
+    assert conversation_key("run-42", first) == "run-42"
+    assert conversation_key("x" * 500, first).startswith("s-")
+    assert conversation_key("bad\nid", first).startswith("s-")
+
+
+def test_cached_tokens_follow_the_prefix_model_per_conversation() -> None:
+    history = Counterfactuals(PrefixCache())
+    assert history.cached_tokens("a", prompt(1500, 10)) == 0, "nothing seen yet"
+    # the same first block (1,500 tokens) again: 1,024 + 3 * 128 cached
+    assert history.cached_tokens("a", prompt(1500, 20)) == 1408
+    assert history.cached_tokens("b", prompt(1500, 20)) == 0, "another conversation"
+
+
+def test_memory_is_bounded() -> None:
+    history = Counterfactuals(max_conversations=2, max_nodes=5)
+    history.cached_tokens("a", prompt(2000))
+    history.cached_tokens("b", prompt(2000))
+    history.cached_tokens("c", prompt(2000))
+    assert len(history) == 2
+    assert history.cached_tokens("a", prompt(2000)) == 0, "a was the least recently used"
+    history.cached_tokens("c", prompt(1, 1, 1, 1, 1))  # past max_nodes: c starts over
+    assert history.cached_tokens("c", prompt(2000)) == 0
+
+
+def test_spend_thread_runs_jobs_in_order_and_drops_when_full() -> None:
+    import threading
+
+    from proxy.observability.usage.counterfactual import SpendThread
+
+    done: list[int] = []
+    thread = SpendThread()
+    for i in range(50):
+        thread.submit(lambda i=i: done.append(i))
+    assert thread.join(5.0)
+    assert done == list(range(50))
+
+    started, gate = threading.Event(), threading.Event()
+    full = SpendThread(max_queue=1)
+
+    def hold() -> None:
+        started.set()
+        gate.wait(5.0)
+
+    full.submit(hold)
+    assert started.wait(5.0)  # the thread holds the gate job: the queue is empty
+    full.submit(lambda: None)  # fills the one slot
+    full.submit(lambda: None)  # dropped
+    assert full.dropped == 1
+    gate.set()
+    assert any(full.join(0.1) for _ in range(50)), "the queue drains once the gate opens"
+
+
+def test_spend_thread_stops_on_close_after_its_queued_jobs() -> None:
+    from proxy.observability.usage.counterfactual import SpendThread
+
+    done: list[int] = []
+    spend = SpendThread()
+    spend.submit(lambda: done.append(1))
+    worker = spend._thread
+    assert worker is not None
+    spend.close()
+    worker.join(5.0)
+    assert not worker.is_alive()
+    assert done == [1]
