@@ -23,7 +23,7 @@ from proxy.observability.audit.readers.query import (
     Query,
     clamp,
     matches,
-    normal_kind,
+    sql_where,
     summary,
 )
 from proxy.observability.audit.sinks import postgres_schema as schema
@@ -96,7 +96,7 @@ class PostgresReader:
     def search(self, query: Query) -> Page:
         """One page of the records `query` selects, newest first (the viewer)."""
         query = clamp(query)
-        where, params = _where(query)
+        where, params = sql_where(query, "%s")
         wanted = query.offset + query.limit + 1
         scan = bool(query.conversation or query.text)
         rows: list[dict[str, Any]] = []
@@ -147,25 +147,3 @@ class PostgresReader:
 
     def close(self) -> None:
         self._conn.close()
-
-
-def _where(query: Query) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (
-        ("route", query.route),
-        ("policy", query.policy),
-        ("model", query.model),
-        ("status", query.status),
-        ("kind", normal_kind(query.kind)),
-    ):
-        if value is not None:
-            clauses.append(f"{column} = %s")
-            params.append(value)
-    if query.since is not None:
-        clauses.append("time >= %s")
-        params.append(query.since)
-    if query.until is not None:
-        clauses.append("time < %s")
-        params.append(query.until)
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params

@@ -172,3 +172,27 @@ def parse_time(text: str, *, now: float) -> float:
         raise ValueError(
             f"expected an ISO time (2025-01-31T12:00:00Z) or a duration (30m, 1h, 2d), got {text!r}"
         ) from None
+
+
+def sql_where(query: Query, mark: str) -> tuple[str, list[Any]]:
+    """The WHERE clause for `query`'s column filters and time range, with `mark` as the
+    driver's placeholder (`?` for SQLite, `%s` for psycopg), and its parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("route", query.route),
+        ("policy", query.policy),
+        ("model", query.model),
+        ("status", query.status),
+        ("kind", normal_kind(query.kind)),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = {mark}")
+            params.append(value)
+    if query.since is not None:
+        clauses.append(f"time >= {mark}")
+        params.append(query.since)
+    if query.until is not None:
+        clauses.append(f"time < {mark}")
+        params.append(query.until)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params

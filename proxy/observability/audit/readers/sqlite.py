@@ -18,7 +18,7 @@ from proxy.observability.audit.readers.query import (
     Query,
     clamp,
     conversation_key,
-    normal_kind,
+    sql_where,
 )
 from proxy.observability.audit.sinks.sqlite import BUSY_TIMEOUT_MS, DIGEST_SIZE, split_digests
 
@@ -83,7 +83,7 @@ class SqliteReader:
         what the SQL selected, with each message looked at once per call at most.
         """
         query = clamp(query)
-        where, params = _where(query)
+        where, params = sql_where(query, "?")
         sql = f"SELECT fields, original, curated FROM records{where} ORDER BY time DESC, seq DESC"
         wanted = query.offset + query.limit + 1
         if not (query.conversation or query.text):
@@ -194,28 +194,6 @@ class SqliteReader:
 
     def close(self) -> None:
         self._conn.close()
-
-
-def _where(query: Query) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (
-        ("route", query.route),
-        ("policy", query.policy),
-        ("model", query.model),
-        ("status", query.status),
-        ("kind", normal_kind(query.kind)),
-    ):
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            params.append(value)
-    if query.since is not None:
-        clauses.append("time >= ?")
-        params.append(query.since)
-    if query.until is not None:
-        clauses.append("time < ?")
-        params.append(query.until)
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
 def _json_fragment(text: str) -> str:
