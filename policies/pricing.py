@@ -18,7 +18,7 @@ written; they are defaults, and a config's `prices:` section overrides them.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from policies.models import bare_name
@@ -57,6 +57,7 @@ def cost(usage: Usage, price: Price) -> float:
     return dollars / PER_TOKENS
 
 
+MEMO_LIMIT = 1024
 # (glob, price), most specific first: the first glob matching a model's bare name wins.
 BUILTIN: tuple[tuple[str, Price], ...] = (
     ("gpt-4o-mini*", Price(0.15, 0.075, 0.60)),
@@ -78,6 +79,10 @@ class PriceTable:
     """Looks a model's price up: the config's entries first (in file order), then BUILTIN."""
 
     overrides: tuple[tuple[str, Price], ...] = ()
+    _found: dict[str, tuple[str, Price] | None] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    """Lookups already made (every request asks; a model name is a handful of globs away)."""
 
     @classmethod
     def with_overrides(cls, overrides: Iterable[tuple[str, Price]]) -> PriceTable:
@@ -91,6 +96,14 @@ class PriceTable:
         """
         if not model:
             return None
+        if model in self._found:
+            return self._found[model]
+        if len(self._found) >= MEMO_LIMIT:  # names come from clients: bound what is kept
+            self._found.clear()
+        found = self._found[model] = self._lookup(model)
+        return found
+
+    def _lookup(self, model: str) -> tuple[str, Price] | None:
         full, bare = model.strip().lower(), bare_name(model)
         for pattern, price in self.overrides:
             glob = pattern.lower()

@@ -40,7 +40,7 @@ CLIENT_DISCONNECT = "client_disconnect"
 FIELD_ORDER = (
     "id", "time", "kind", "parent_id", "route", "policy", "mode", "model", "client", "status",
     "incomplete", "tokens_before", "tokens_after", "skip_reason", "actions", "latency_ms",
-    "ttfb_ms", "response", "error", "redaction", *SPEND_KEYS, "tools",
+    "ttfb_ms", "response", "error", "redaction", *SPEND_KEYS, "tools_digest", "tools",
 )  # fmt: skip
 """Keys of `AuditRecord.fields` in the order records show them; messages come last."""
 
@@ -122,6 +122,11 @@ def message_digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
+def _raw_digest(value: object) -> bytes:
+    """The cache key of a message (or tools list) as the client sent it."""
+    return message_digest(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+
+
 def key_fingerprint(authorization: str | None) -> str | None:
     """`sha256:` + 12 hex digits of the bearer token, so clients can be told apart."""
     if not authorization or not authorization.strip():
@@ -193,9 +198,8 @@ class RecordBuilder:
             "actions": [_action(a) for a in entry.actions],
             "response": response,
             "error": error,
-            "tools": tools_of(entry.body),
         }
-        merged = {**fields, **clean(content)}
+        merged = {**fields, **clean(content), **self._tools(entry, clean, cached)}
         if merged.get("conversation") is None and original:
             roles = [m.get("role") if isinstance(m, dict) else None for m in entry.original]
             merged["conversation"] = stored_key([m.digest for m in original], roles)
@@ -223,16 +227,29 @@ class RecordBuilder:
             for m in curated
         )  # fmt: skip
 
-    def _message(self, msg: Message, clean: Clean, cached: bool) -> StoredMessage:
-        key = message_digest(orjson.dumps(msg, option=orjson.OPT_SORT_KEYS)) if cached else b""
-        hit = self._cache.get(key) if cached else None
+    def _tools(self, entry: AuditEntry, clean: Clean, cached: bool) -> dict[str, Any]:
+        """`tools` and `tools_digest`: an agent sends the same tools every turn, so they
+        are redacted once per distinct list (the message cache keeps them too)."""
+        tools = tools_of(entry.body)
+        if tools is None:
+            return {"tools": None, "tools_digest": None}
+        key = _raw_digest(tools)
+        stored = self._message(tools, clean, cached, key)
+        return {"tools": orjson.Fragment(stored.data), "tools_digest": key.hex()}
+
+    def _message(
+        self, msg: object, clean: Clean, cached: bool, key: bytes | None = None
+    ) -> StoredMessage:
+        if cached and key is None:
+            key = _raw_digest(msg)
+        hit = self._cache.get(key) if key is not None and cached else None
         if hit is not None:
             return hit
         # orjson's result keeps a 4 KiB allocation whatever its length; the cache holds
         # an exact-size copy, so its byte budget is what it really uses.
         data = bytes(memoryview(orjson.dumps(clean(msg), option=orjson.OPT_SORT_KEYS)))
         stored = StoredMessage(message_digest(data), data)
-        if cached:
+        if cached and key is not None:
             self._cache.put(key, stored)
         return stored
 

@@ -68,5 +68,8 @@ class SpendFamilies:
             if dollars is not None:
                 uncurated.inc(dollars)
 
+        if spend.deferred.ready:  # a passthrough: already known, no thread needed
+            count_uncurated()
+            return
         # Every exchange goes, priced or not: its prompt joins its conversation's history.
         self.thread.submit(count_uncurated)

@@ -7,11 +7,8 @@ the tool definitions. Plus what it cost: the upstream's usage and the money.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
-
-import orjson
 
 from policies.pricing import Usage
 from proxy.observability.usage.spend import Spend
@@ -19,9 +16,9 @@ from proxy.observability.usage.spend import Spend
 OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 KEYS = (
     "conversation", "usage", "cost", *OUTPUT_LIMITS, "context_window", "encoding",
-    "tools_digest",
 )  # fmt: skip
-"""Fields the proxy assigns itself (never client text); `tools` is client text, redacted."""
+"""Fields the proxy assigns itself (never client text). `tools` is client text, redacted,
+and `tools_digest` its key: the audit's record builder sets both."""
 
 
 def spend_fields(spend: Spend | None, body: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -32,10 +29,6 @@ def spend_fields(spend: Spend | None, body: Mapping[str, Any] | None) -> dict[st
             value = body.get(key)
             if isinstance(value, int) and not isinstance(value, bool):
                 fields[key] = value
-        tools = tools_of(body)
-        if tools is not None:
-            data = orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)
-            fields["tools_digest"] = hashlib.blake2b(data, digest_size=16).hexdigest()
     if spend is None:
         return fields
     # In the audit writer's thread: where the deferred counterfactual may be computed.

@@ -85,7 +85,14 @@ class Deferred:
         self._lock = threading.Lock()
         self._value: Counterfactual | None = None
 
+    @property
+    def ready(self) -> bool:
+        """Whether the value is known (reading it then costs nothing)."""
+        return self._value is not None
+
     def get(self) -> Counterfactual:
+        if self._value is not None:
+            return self._value
         with self._lock:
             if self._value is None:
                 self._value = _counterfactual(self._sent, self._counter, self._history, self._price)
@@ -115,11 +122,14 @@ def account(
     found = prices.find(sent.model)
     price = found[1] if found is not None else None
     actual = cost(sent.usage, price) if price is not None and sent.usage is not None else None
+    deferred = Deferred(sent, counter, history, price)
+    if sent.original is None:
+        deferred.get()  # nothing to count: the uncurated request is the one sent
     return Spend(
         usage=sent.usage,
         price_model=found[0] if found is not None else None,
         actual_usd=actual,
-        deferred=Deferred(sent, counter, history, price),
+        deferred=deferred,
     )
 
 
