@@ -101,6 +101,8 @@ class AuditRecord:
     original: tuple[StoredMessage, ...]
     curated: tuple[StoredMessage, ...] | None
     """None when the upstream got the original messages."""
+    tools: StoredMessage | None = None
+    """The request's tool definitions, redacted (also in `fields`, as a JSON fragment)."""
 
     def to_json(self) -> bytes:
         """One self-contained JSON object (full messages, not hashes)."""
@@ -199,11 +201,13 @@ class RecordBuilder:
             "response": response,
             "error": error,
         }
-        merged = {**fields, **clean(content), **self._tools(entry, clean, cached)}
+        tools, tools_fields = self._tools(entry, clean, cached)
+        merged = {**fields, **clean(content), **tools_fields}
         if merged.get("conversation") is None and original:
             roles = [m.get("role") if isinstance(m, dict) else None for m in entry.original]
             merged["conversation"] = stored_key([m.digest for m in original], roles)
-        return AuditRecord(entry.time, {k: merged[k] for k in FIELD_ORDER}, original, curated)
+        fields = {k: merged[k] for k in FIELD_ORDER}
+        return AuditRecord(entry.time, fields, original, curated, tools)
 
     def _curated(
         self,
@@ -227,15 +231,19 @@ class RecordBuilder:
             for m in curated
         )  # fmt: skip
 
-    def _tools(self, entry: AuditEntry, clean: Clean, cached: bool) -> dict[str, Any]:
-        """`tools` and `tools_digest`: an agent sends the same tools every turn, so they
-        are redacted once per distinct list (the message cache keeps them too)."""
+    def _tools(
+        self, entry: AuditEntry, clean: Clean, cached: bool
+    ) -> tuple[StoredMessage | None, dict[str, Any]]:
+        """The tools, redacted, and their fields: `tools` (the redacted JSON, a fragment)
+        and `tools_digest` (of the tools as sent, what `curator simulate` keys them by).
+        An agent sends the same tools every turn: they are redacted once per distinct
+        list (the message cache keeps them too)."""
         tools = tools_of(entry.body)
         if tools is None:
-            return {"tools": None, "tools_digest": None}
+            return None, {"tools": None, "tools_digest": None}
         key = _raw_digest(tools)
         stored = self._message(tools, clean, cached, key)
-        return {"tools": orjson.Fragment(stored.data), "tools_digest": key.hex()}
+        return stored, {"tools": orjson.Fragment(stored.data), "tools_digest": key.hex()}
 
     def _message(
         self, msg: object, clean: Clean, cached: bool, key: bytes | None = None

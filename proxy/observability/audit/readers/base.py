@@ -6,6 +6,19 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from proxy.observability.audit.sinks.base import TOOLS_REF
+
+
+def resolve_tools(
+    record: dict[str, Any], fetch: Callable[[list[bytes]], list[Any]] | None
+) -> dict[str, Any]:
+    """A stored record's fields with its `tools` back in place of the reference to their
+    blob (`sinks.base.TOOLS_REF`); without `fetch` (a summary) the reference is dropped."""
+    ref = record.pop(TOOLS_REF, None)
+    if isinstance(ref, str) and fetch is not None:
+        record["tools"] = fetch([bytes.fromhex(ref)])[0]
+    return record
+
 
 class Store(Protocol):
     """Records back as plain dicts (the JSONL shape): summaries, one record, a time range."""

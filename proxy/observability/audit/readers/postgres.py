@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 import psycopg
 
+from proxy.observability.audit.readers.base import resolve_tools
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -56,7 +57,7 @@ class PostgresReader:
         ).fetchall()
         out = []
         for fields, n_original, n_curated in rows:
-            summary: dict[str, Any] = orjson.loads(fields)
+            summary = resolve_tools(orjson.loads(fields), None)
             summary["messages"] = (n_original or 0) // DIGEST_SIZE
             summary["curated_messages"] = (n_curated or n_original or 0) // DIGEST_SIZE
             out.append(summary)
@@ -128,7 +129,7 @@ class PostgresReader:
         return out
 
     def _full(self, fields: bytes, original: bytes, curated: bytes | None) -> dict[str, Any]:
-        record: dict[str, Any] = orjson.loads(fields)
+        record = resolve_tools(orjson.loads(fields), self._messages)
         record["original"] = self._messages(split_digests(original))
         record["curated"] = (
             record["original"] if curated is None else self._messages(split_digests(curated))

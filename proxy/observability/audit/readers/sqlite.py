@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from policies.messages import text_of
+from proxy.observability.audit.readers.base import resolve_tools
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -43,7 +44,7 @@ class SqliteReader:
         ).fetchall()
         out = []
         for fields, n_original, n_curated in rows:
-            summary = orjson.loads(fields)
+            summary = resolve_tools(orjson.loads(fields), None)
             summary["messages"] = (n_original or 0) // DIGEST_SIZE
             summary["curated_messages"] = (n_curated or n_original or 0) // DIGEST_SIZE
             out.append(summary)
@@ -119,7 +120,7 @@ class SqliteReader:
     def _summary(
         self, fields: bytes, digests: list[bytes], curated: bytes | None, key: str
     ) -> dict[str, Any]:
-        row: dict[str, Any] = orjson.loads(fields)
+        row = resolve_tools(orjson.loads(fields), None)
         row["messages"] = len(digests)
         row["curated_messages"] = len(digests) if curated is None else len(curated) // DIGEST_SIZE
         row["conversation"] = key
@@ -173,7 +174,7 @@ class SqliteReader:
         return isinstance(said, str) and text.casefold() in said.casefold()
 
     def _full(self, fields: bytes, original: bytes, curated: bytes | None) -> dict[str, Any]:
-        record: dict[str, Any] = orjson.loads(fields)
+        record = resolve_tools(orjson.loads(fields), self._messages)
         record["original"] = self._messages(split_digests(original))
         record["curated"] = (
             record["original"] if curated is None else self._messages(split_digests(curated))

@@ -11,14 +11,42 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
+
 from policies.validate import Reader
 from policies.yamlsrc import KeyPath
 from proxy.observability.audit.entry import AuditRecord
+from proxy.observability.audit.message_cache import StoredMessage
 
 STDOUT = "-"
 """`path: -`: the JSONL sink writes to standard output."""
 DIGEST_SIZE = 16
 """Bytes of a message digest; records hold their messages' digests concatenated."""
+TOOLS_REF = "tools_ref"
+"""In a content-addressed store, a record's `tools` are a blob beside its messages (an agent
+sends the same tools every turn): its fields hold the blob's digest under this key instead.
+Readers put the tools back (`readers.base.resolve_tools`)."""
+
+
+def stored_fields(record: AuditRecord) -> bytes:
+    """The record's fields as a content-addressed store keeps them: tools by reference."""
+    if record.tools is None:
+        return orjson.dumps(record.fields)
+    return orjson.dumps({**record.fields, "tools": None, TOOLS_REF: record.tools.digest.hex()})
+
+
+def blobs_of(record: AuditRecord) -> tuple[StoredMessage, ...]:
+    """Every content-addressed blob the record references: messages, then its tools."""
+    blobs = record.original + (record.curated or ())
+    return blobs if record.tools is None else (*blobs, record.tools)
+
+
+def tools_digest(fields: bytes) -> list[bytes]:
+    """The digest of the tools blob a stored record's fields reference (none or one)."""
+    if TOOLS_REF.encode() not in fields:  # most records of a store without tools: no parse
+        return []
+    ref = orjson.loads(fields).get(TOOLS_REF)
+    return [bytes.fromhex(ref)] if isinstance(ref, str) else []
 
 
 def split_digests(blob: bytes | None) -> list[bytes]:

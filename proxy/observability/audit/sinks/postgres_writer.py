@@ -27,7 +27,7 @@ import psycopg
 
 from proxy.observability.audit.entry import AuditRecord
 from proxy.observability.audit.sinks import postgres_schema as schema
-from proxy.observability.audit.sinks.base import StoreUnavailable
+from proxy.observability.audit.sinks.base import StoreUnavailable, blobs_of, stored_fields
 
 PRUNE_BATCH = 500
 KNOWN_MAX = 50_000
@@ -100,7 +100,7 @@ class PostgresSink:
         bodies: dict[bytes, bytes] = {}
         used: dict[bytes, float] = {}
         for record in records:
-            for message in record.original + (record.curated or ()):
+            for message in blobs_of(record):
                 bodies[message.digest] = message.data
                 used[message.digest] = max(record.time, used.get(message.digest, record.time))
             original = b"".join(m.digest for m in record.original)
@@ -111,7 +111,7 @@ class PostgresSink:
                 *(record.fields.get(c) for c in _COLUMNS),
                 original,
                 curated,
-                orjson.dumps(record.fields),
+                stored_fields(record),
             )
             for column, value in zip(columns, row, strict=True):
                 column.append(value)

@@ -23,8 +23,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from proxy.observability.audit.entry import AuditRecord
 from proxy.observability.audit.sinks.base import (
     DIGEST_SIZE,
@@ -32,7 +30,10 @@ from proxy.observability.audit.sinks.base import (
     Sink,
     SinkType,
     StoreUnavailable,
+    blobs_of,
     split_digests,
+    stored_fields,
+    tools_digest,
 )
 from proxy.observability.audit.sinks.sqlite_schema import (
     BUSY_TIMEOUT_MS,
@@ -96,7 +97,7 @@ class SqliteSink:
         bodies: dict[bytes, bytes] = {}
         rows = []
         for record in records:
-            messages = record.original + (record.curated or ())
+            messages = blobs_of(record)
             refs.update(m.digest for m in messages)
             bodies.update((m.digest, m.data) for m in messages)
             curated = record.curated
@@ -106,7 +107,7 @@ class SqliteSink:
                     *(record.fields.get(column) for column in _COLUMNS),
                     b"".join(m.digest for m in record.original),
                     None if curated is None else b"".join(m.digest for m in curated),
-                    orjson.dumps(record.fields),
+                    stored_fields(record),
                 )
             )
         try:
@@ -204,13 +205,14 @@ def _delete_oldest(
     params: tuple[Any, ...] = (limit,) if before is None else (before, limit)
     with transaction(conn):
         rows = conn.execute(
-            f"SELECT seq, original, curated FROM records {where}ORDER BY time, seq LIMIT ?",
+            f"SELECT seq, original, curated, fields FROM records {where}ORDER BY time, seq LIMIT ?",
             params,
         ).fetchall()
         refs: Counter[bytes] = Counter()
-        for _, original, curated in rows:
+        for _, original, curated, fields in rows:
             refs.update(split_digests(original))
             refs.update(split_digests(curated))
+            refs.update(tools_digest(fields))
         conn.executemany(
             "UPDATE messages SET refs = refs - ? WHERE hash = ?", [(n, d) for d, n in refs.items()]
         )

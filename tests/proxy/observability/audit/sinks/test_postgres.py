@@ -304,3 +304,25 @@ def test_errors_never_show_the_password() -> None:
         sink.prune()
     assert "hunter2" not in str(caught.value)
     assert "hunter2" not in schema.scrub("host=x password=hunter2 user=y")
+
+
+def test_tools_are_stored_once_and_read_back(fresh_dsn: str, builder: RecordBuilder) -> None:
+    tools = [
+        {"type": "function", "function": {"name": f"tool_{i}", "description": "x " * 50}}
+        for i in range(40)
+    ]
+    sink = PostgresSink(fresh_dsn)
+    for i in range(30):
+        turn = [{"role": "user", "content": f"turn {i}"}]
+        sink.write_many([record(builder, turn, rid=f"t{i}", at=T0 + i, body={"tools": tools})])
+    sink.close()
+    assert counts(fresh_dsn) == (30, 31)  # 30 distinct user turns and one tools blob
+    with psycopg.connect(fresh_dsn) as conn:
+        row = conn.execute("SELECT max(octet_length(fields)) FROM audit_records").fetchone()
+    assert row is not None and row[0] < len(orjson.dumps(tools)) / 4
+    reader = PostgresReader(fresh_dsn)
+    try:
+        full = reader.get("t3")
+        assert full is not None and full["tools"] == tools and "tools_ref" not in full
+    finally:
+        reader.close()

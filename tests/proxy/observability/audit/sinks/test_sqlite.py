@@ -294,3 +294,40 @@ def test_kill_9_mid_write_loses_at_most_the_record_in_flight(db: str) -> None:
     sink = SqliteSink(db)
     sink.write(RecordBuilder(Redactor.build()).build(AuditEntry(id="after", time=T0)))
     sink.close()
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": "Reads a file and returns its numbered lines. " * 3,
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }
+    for i in range(40)
+]
+
+
+def test_tools_are_stored_once_and_read_back_then_pruned(db: str, builder: RecordBuilder) -> None:
+    sink = SqliteSink(db, max_age_days=1)
+    body = {"tools": TOOLS}
+    for i in range(30):
+        turn = [{"role": "user", "content": f"turn {i}"}]
+        sink.write(record(builder, turn, rid=f"t{i:02}", at=T0 + i, body=body))
+    with closing(sqlite3.connect(db)) as conn:
+        sizes = [row[0] for row in conn.execute("SELECT length(fields) FROM records")]
+        tool_blobs = conn.execute(
+            "SELECT count(*), max(refs) FROM messages WHERE instr(CAST(body AS TEXT), 'tool_39')"
+        ).fetchone()
+    assert tool_blobs == (1, 30)  # one blob, referenced by every record
+    assert max(sizes) < len(orjson.dumps(TOOLS)) / 4  # the records hold a reference only
+    reader = SqliteReader(db)
+    full = reader.get("t07")
+    assert full is not None and full["tools"] == TOOLS and "tools_ref" not in full
+    summary = reader.summaries(limit=1)[0]
+    assert "tools_ref" not in summary
+    reader.close()
+    assert sink.prune(now=T0 + 86400 + 60) == 30
+    sink.close()
+    assert counts(db) == (0, 0, 0)  # the tools went with the last record using them
