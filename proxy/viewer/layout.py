@@ -9,7 +9,7 @@ from urllib.parse import quote, urlencode
 
 from markupsafe import Markup
 
-from proxy.observability.audit.entry import parse_iso
+from proxy.observability.audit.stamps import parse_iso
 
 DASH = "\u2013"
 """An en dash: what a cell shows for no value."""

@@ -14,7 +14,7 @@ import pytest
 
 from proxy.config.audit import AuditConfig
 from proxy.config.auth import AuthConfig
-from proxy.observability.audit.entry import key_fingerprint
+from proxy.observability.audit.stamps import key_fingerprint
 from proxy.serving.guard import KeyRing
 from tests.fakes.upstream import FakeOpenAI
 from tests.hardening.support import (

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -22,6 +21,7 @@ from policies.messages import Message
 from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.message_cache import MessageCache, StoredMessage
 from proxy.observability.audit.redact import Redactor, mask
+from proxy.observability.audit.stamps import Stamps
 from proxy.observability.usage.audit_fields import KEYS as SPEND_KEYS
 from proxy.observability.usage.audit_fields import spend_fields, tools_of
 from proxy.observability.usage.conversation import stored_key
@@ -129,30 +129,6 @@ def _raw_digest(value: object) -> bytes:
     return message_digest(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
 
 
-def key_fingerprint(authorization: str | None) -> str | None:
-    """`sha256:` + 12 hex digits of the bearer token, so clients can be told apart."""
-    if not authorization or not authorization.strip():
-        return None
-    value = authorization.strip()
-    scheme, _, token = value.partition(" ")
-    if scheme.lower() == "bearer" and token.strip():
-        value = token.strip()
-    return "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:12]
-
-
-def iso_time(epoch: float) -> str:
-    stamp = datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
-    return stamp.replace("+00:00", "Z")
-
-
-def parse_iso(stamp: str) -> float:
-    """Seconds since the epoch for an ISO-8601 time; one without a zone is taken as UTC."""
-    when = datetime.fromisoformat(stamp.replace("Z", "+00:00").replace("z", "+00:00"))
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return when.timestamp()
-
-
 class RecordBuilder:
     """Turns entries into redacted records. Used by the writer thread only."""
 
@@ -166,11 +142,12 @@ class RecordBuilder:
         self.redactor = redactor
         self.store_responses = store_responses
         self._cache = MessageCache(cache_bytes)
+        self._stamps = Stamps()
         self.last_failure: str | None = None
         """Why the last masked record could not be redacted (the writer logs it)."""
 
     def build(self, entry: AuditEntry) -> AuditRecord:
-        fields = _metadata(entry)
+        fields = _metadata(entry, self._stamps)
         try:
             return self._content(entry, fields, self.redactor.value, cached=True)
         except Exception as exc:  # never write raw content because redaction broke
@@ -279,17 +256,17 @@ class RecordBuilder:
         return {**parsed._asdict(), "truncated": truncated or entry.incomplete is not None}, None
 
 
-def _metadata(entry: AuditEntry) -> dict[str, Any]:
+def _metadata(entry: AuditEntry, stamps: Stamps) -> dict[str, Any]:
     """The fields the proxy assigned itself: never client text, so never redacted."""
     return {
         "id": entry.id,
-        "time": iso_time(entry.time),
+        "time": stamps.time(entry.time),
         "kind": entry.kind,
         "parent_id": entry.parent_id,
         "route": entry.route,
         "policy": entry.policy,
         "mode": entry.mode,
-        "client": key_fingerprint(entry.authorization),
+        "client": stamps.client(entry.authorization),
         "tokens_before": entry.tokens_before,
         "tokens_after": entry.tokens_after,
         "status": entry.status,

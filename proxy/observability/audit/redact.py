@@ -37,6 +37,9 @@ _SIMPLE_ESCAPES = {
 _UNESCAPE_DEPTH = 2
 """Decode JSON escapes this many times: a JSON string inside a JSON string inside a message."""
 
+SHORT_TEXT = 64
+"""Texts up to this long are remembered once redacted (`Redactor._short`)."""
+SHORT_TEXTS_MAX = 4096
 _LEAVES = frozenset({type(None), bool, int, float})
 Span = tuple[int, int, int]
 """(start, end, detector index) of a secret in some text."""
@@ -45,7 +48,7 @@ Span = tuple[int, int, int]
 class Redactor:
     """Replaces secrets with `[REDACTED:<detector>]` in text and in JSON-like values."""
 
-    __slots__ = ("_known", "_labels", "_min_len", "_needles", "detectors")
+    __slots__ = ("_known", "_labels", "_min_len", "_needles", "_short", "detectors")
 
     def __init__(self, detectors: Sequence[Detector]) -> None:
         self.detectors = tuple(detectors)
@@ -62,6 +65,9 @@ class Redactor:
         whether any detector needs to run at all."""
         self._known: Known = ()
         """Secrets found elsewhere whose pieces are redacted too (see `with_known`)."""
+        self._short: dict[str, str] = {}
+        """Short texts already redacted: keys, roles, finish reasons and model names come
+        back in every record (bounded; a redactor serves one thread)."""
 
     @classmethod
     def build(cls, *, builtin: bool = True, custom: Sequence[Detector] = ()) -> Redactor:
@@ -70,8 +76,16 @@ class Redactor:
     def text(self, text: str) -> str:
         if len(text) < self._min_len:
             return text
-        spans = self._find(text, _UNESCAPE_DEPTH)
-        return self._cut([text], spans)[0] if spans else text
+        if len(text) > SHORT_TEXT:
+            spans = self._find(text, _UNESCAPE_DEPTH)
+            return self._cut([text], spans)[0] if spans else text
+        clean = self._short.get(text)
+        if clean is None:
+            if len(self._short) >= SHORT_TEXTS_MAX:
+                self._short.clear()
+            spans = self._find(text, _UNESCAPE_DEPTH)
+            clean = self._short[text] = self._cut([text], spans)[0] if spans else text
+        return clean
 
     def found(self, values: Iterable[object]) -> Known:
         """Every secret in the strings (and keys) of `values`, as found there."""
@@ -85,6 +99,7 @@ class Redactor:
         """This redactor, also removing the beginnings and ends of `known` secrets."""
         twin = copy.copy(self)
         twin._known = known
+        twin._short = {}  # the pieces of `known` change what a text redacts to
         return twin
 
     def value(self, value: object) -> Any:

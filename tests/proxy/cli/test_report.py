@@ -12,9 +12,10 @@ import orjson
 import pytest
 
 from proxy.cli.main import main as curator
-from proxy.observability.audit.entry import AuditRecord, message_digest, parse_iso
+from proxy.observability.audit.entry import AuditRecord, message_digest
 from proxy.observability.audit.message_cache import StoredMessage
 from proxy.observability.audit.sinks.postgres_writer import PostgresSink
+from proxy.observability.audit.stamps import parse_iso
 
 
 def record(

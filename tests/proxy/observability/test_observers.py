@@ -30,8 +30,9 @@ from proxy.config.loader import (
     UpstreamConfig,
 )
 from proxy.errors import upstream_timeout
-from proxy.observability.audit.entry import AuditEntry, key_fingerprint
+from proxy.observability.audit.entry import AuditEntry
 from proxy.observability.audit.readers.sqlite import SqliteReader
+from proxy.observability.audit.stamps import key_fingerprint
 from proxy.observability.exchange import ExchangeRecord, SummaryCall, new_id
 from proxy.observability.observers import exchange_entry, open_observability, summary_entry
 from proxy.protocols.chat import CHAT as CHAT_API

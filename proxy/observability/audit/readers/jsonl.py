@@ -9,7 +9,6 @@ from typing import Any
 
 import orjson
 
-from proxy.observability.audit.entry import parse_iso
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -19,6 +18,7 @@ from proxy.observability.audit.readers.query import (
     matches,
     summary,
 )
+from proxy.observability.audit.stamps import parse_iso
 
 
 class JsonlReader:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import orjson
 
 from policies.messages import text_of
-from proxy.observability.audit.entry import parse_iso
+from proxy.observability.audit.stamps import parse_iso
 
 KINDS = ("chat", "responses", "summarizer")
 """Record kinds a query may ask for; `summary` is accepted for `summarizer`."""

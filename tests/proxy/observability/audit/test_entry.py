@@ -11,15 +11,9 @@ import pytest
 from policies.base import Action
 from policies.messages import Message
 from proxy.observability.audit.capture import BodyCapture
-from proxy.observability.audit.entry import (
-    FIELD_ORDER,
-    AuditEntry,
-    RecordBuilder,
-    iso_time,
-    key_fingerprint,
-    parse_iso,
-)
+from proxy.observability.audit.entry import FIELD_ORDER, AuditEntry, RecordBuilder
 from proxy.observability.audit.redact import MASK, Detector, Redactor
+from proxy.observability.audit.stamps import iso_time, key_fingerprint, parse_iso
 
 KEY = "sk-proj-" + "Qw3_Er4-Ty5" * 8
 PEM = (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.observability.audit.entry import AuditEntry, parse_iso
+from proxy.observability.audit.entry import AuditEntry
 from proxy.observability.audit.readers.jsonl import JsonlReader
 from proxy.observability.audit.readers.postgres import PostgresReader
 from proxy.observability.audit.readers.query import (
@@ -17,6 +17,7 @@ from proxy.observability.audit.readers.query import (
     record_conversation,
 )
 from proxy.observability.audit.readers.sqlite import SqliteReader
+from proxy.observability.audit.stamps import parse_iso
 from tests import factories as f
 from tests.proxy.viewer.records import SCRIPT, SECRET, T0, write
 

@@ -319,10 +319,13 @@ def test_tools_are_stored_once_and_read_back(fresh_dsn: str, builder: RecordBuil
     assert counts(fresh_dsn) == (30, 31)  # 30 distinct user turns and one tools blob
     with psycopg.connect(fresh_dsn) as conn:
         row = conn.execute("SELECT max(octet_length(fields)) FROM audit_records").fetchone()
-    assert row is not None and row[0] < len(orjson.dumps(tools)) / 4
+    assert row is not None
+    assert row[0] < len(orjson.dumps(tools)) / 4
     reader = PostgresReader(fresh_dsn)
     try:
         full = reader.get("t3")
-        assert full is not None and full["tools"] == tools and "tools_ref" not in full
+        assert full is not None
+        assert full["tools"] == tools
+        assert "tools_ref" not in full
     finally:
         reader.close()

@@ -324,7 +324,9 @@ def test_tools_are_stored_once_and_read_back_then_pruned(db: str, builder: Recor
     assert max(sizes) < len(orjson.dumps(TOOLS)) / 4  # the records hold a reference only
     reader = SqliteReader(db)
     full = reader.get("t07")
-    assert full is not None and full["tools"] == TOOLS and "tools_ref" not in full
+    assert full is not None
+    assert full["tools"] == TOOLS
+    assert "tools_ref" not in full
     summary = reader.summaries(limit=1)[0]
     assert "tools_ref" not in summary
     reader.close()
