@@ -430,3 +430,13 @@ def test_pieces_of_known_secrets_are_removed_wherever_a_cut_falls(redactor: Reda
                     assert piece[-12:] not in out
                     assert piece[:12] not in out
     assert redactor.text("no pieces without known secrets") == "no pieces without known secrets"
+
+
+def test_remembered_short_texts_do_not_leak_into_a_careful_twin() -> None:
+    redactor = Redactor.build()
+    secret = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0L1m2N3"
+    piece = secret[-16:]  # its end: alone, it looks like nothing
+    assert redactor.text(piece) == piece
+    twin = redactor.with_known(redactor.found([secret]))
+    assert piece not in twin.text(piece)  # the twin knows the secret: the piece goes
+    assert redactor.text(piece) == piece  # and the original's memory is unchanged
