@@ -140,7 +140,9 @@ def _counterfactual(
     not, so later requests are matched against it."""
     model = sent.model or ""
     original = sent.original or ()
-    key = conversation_key(sent.session, original)
+    # Without messages (a passthrough) nothing is matched against the history: the key
+    # matters only as the client's session, so no digest is made.
+    key = conversation_key(sent.session, original) if original or sent.session else ""
     uncurated = None
     if original:
         prompt = uncurated_prompt(original, counter, model, _tools(sent.body), history)
