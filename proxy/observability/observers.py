@@ -97,6 +97,9 @@ async def open_observability(
             stack.push_async_callback(_close_writer, audit)
         if metrics is not None:
             stack.callback(metrics.spend.thread.close)
+            lag = metrics.loop_lag.monitor()
+            lag.start()
+            stack.callback(lag.stop)
         if metrics is not None and metrics.multiprocess_dir:
             # Only this worker's live gauges (in-flight, queue depth) go; counters stay.
             stack.callback(mark_worker_dead, os.getpid())

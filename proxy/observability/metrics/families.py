@@ -42,6 +42,7 @@ from proxy.observability.metrics.labels import (
     REJECT_REASONS,
     Labels,
 )
+from proxy.observability.metrics.lag import LagFamilies
 from proxy.observability.metrics.loop import LoopCounter, LoopGauge, LoopHistogram
 from proxy.observability.metrics.multiproc import MULTIPROC_ENV, forget_dead_workers
 from proxy.observability.metrics.spend import SpendFamilies
@@ -88,6 +89,7 @@ class Metrics:
         self.facts = FactsMetrics(self.registry)
         """Calibration, assumed windows and overflow rescues (`proxy.upstream.facts`)."""
         self.spend = SpendFamilies(self._loop_counter, self._counter)
+        self.loop_lag = LagFamilies(self._loop_histogram, self.registry)
         # Families with closed label sets show every series from the start.
         for reason in REJECT_REASONS:
             self.rejected.labels(reason)
