@@ -24,12 +24,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import cases, scaling, servers, streams, upstream
+from bench import cases, hol, scaling, servers, streams, upstream
 from bench.loadgen import have_wrk
 from bench.procs import Processes, StartError, placements
 from bench.report import Row, markdown_table
 
-CASES = ("small", "large", "stream", "memory", "audit", "scale")
+CASES = ("small", "large", "stream", "hol", "memory", "audit", "scale")
 SHARED_TIKTOKEN = Path(__file__).resolve().parent.parent.parent / "shared" / "tiktoken"
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -108,6 +108,7 @@ async def run_cases(bench: cases.Bench, names: Sequence[str]) -> list[Row]:
     async_cases: dict[str, Callable[[cases.Bench], Coroutine[Any, Any, list[Row]]]] = {
         "large": cases.large,
         "stream": streams.stream,
+        "hol": hol.hol,
         "memory": streams.memory,
     }
     sync_cases: dict[str, Callable[[cases.Bench], list[Row]]] = {
@@ -167,8 +168,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--audit",
         choices=("none", "sqlite", "jsonl"),
-        default="none",
-        help="the proxy's audit sink (none: measure the proxy's own overhead)",
+        default="sqlite",
+        help="the proxy's audit sink: sqlite, as the default config (none: the proxy alone)",
     )
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for the results file")

@@ -10,14 +10,12 @@ A route's mode decides what curation may do. `enforce` sends the curated request
 the client's exact bytes and never rejects. `off` only routes: nothing is counted.
 
 Planning is plain synchronous code. Small bodies are planned on the event loop; big
-ones in a worker thread while other requests are in flight, because a cold 127k-token
-request spends tens of milliseconds in tiktoken (which releases the GIL) and the loop
-must keep relaying those. Alone, a big body is planned on the loop too: there is nothing
-to keep moving, and the loop's thread encodes fastest. An encoding's regex keeps its
-caches in a pool with a lock-free path for one thread only, the first that encoded with
-it (in `curator serve`, the event loop's): measured here, 19.5 ms vs 28 ms for the same
-700 KB on any other thread, whichever thread loaded the encoding.
-Measured here: to_thread costs ~0.1 ms; a 64 KiB body costs ~2 ms cold, ~0.2 ms warm.
+ones (`OFFLOAD_BYTES`) always in the worker's one curation thread (`CurationSetup.offload`),
+even when nothing else is in flight: a cold 127k-token request spends tens of milliseconds
+curating, and a small turn arriving meanwhile must not wait behind it (issue N: no loop
+stall over 5 ms; `curator_event_loop_lag_seconds` shows it). One thread, not a pool: big
+bodies queue behind each other rather than take turns at the GIL with the loop.
+Measured here: a hand-off costs ~0.1 ms; a 64 KiB body costs ~2 ms cold, ~0.2 ms warm.
 A chain holding an async curator (a summarizer) is read the same way, then awaited on
 the event loop, its model calls going through the services the app supplies.
 
@@ -30,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Container, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
+from functools import partial
 from time import perf_counter
 
 from policies.calibration import NEUTRAL, BudgetHints
@@ -42,7 +42,6 @@ from proxy.config.loader import Config, Route
 from proxy.errors import context_length_exceeded, no_route
 from proxy.observability.exchange import ExchangeRecord
 from proxy.protocols.base import WireProtocol, WireRequest
-from proxy.serving.guard import Inflight
 from proxy.serving.headers import MODE_HEADER, ascii_bytes, curated_headers, policy_headers
 from proxy.serving.routing import PolicyChoice, Router
 from proxy.upstream.facts import ASSUMED, WINDOW_HEADER, UpstreamFacts
@@ -98,8 +97,9 @@ class CurationSetup:
     counter: TokenCounter
     loaded: set[str] = field(default_factory=set)
     """Encodings already loaded; a request needing another loads it off the event loop."""
-    inflight: Inflight | None = None
-    """The worker's in-flight count (None: unknown, so big bodies always go to a thread)."""
+    offload: Executor | None = None
+    """Where big bodies are planned: the worker's one curation thread (None: asyncio's
+    default executor)."""
     facts: UpstreamFacts | None = None
     """Upstream windows and calibration (None: the budget uses the tables alone)."""
     router: Router = field(init=False)
@@ -124,9 +124,9 @@ async def plan(
     Raises `ProxyError` for no matching route and for `on_overflow: reject`.
     """
     counter = setup.counter
-    alone = setup.inflight is not None and setup.inflight.count <= 1
-    if len(raw) >= OFFLOAD_BYTES and not alone:
-        planned = await asyncio.to_thread(plan_sync, protocol, raw, headers, setup, record, None)
+    if len(raw) >= OFFLOAD_BYTES:
+        job = partial(plan_sync, protocol, raw, headers, setup, record, None)
+        planned = await asyncio.get_running_loop().run_in_executor(setup.offload, job)
     else:
         planned = plan_sync(protocol, raw, headers, setup, record, setup.loaded)
     if isinstance(planned, Plan):

@@ -92,7 +92,7 @@ def create_app(
         async with AsyncExitStack() as stack:
             # Per worker process: the audit writer's thread does not survive a fork.
             seen = await stack.enter_async_context(open_observability(config, observers))
-            edge = await open_edge(stack, config, transport, seen, max_body_bytes, inflight)
+            edge = await open_edge(stack, config, transport, seen, max_body_bytes)
             reloader = await stack.enter_async_context(
                 reloading(
                     edge,

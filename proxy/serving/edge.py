@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 
@@ -17,7 +18,6 @@ from proxy.observability.exchange import Observer
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.observers import Observability
 from proxy.observability.usage.counterfactual import Counterfactuals
-from proxy.serving.guard import Inflight
 from proxy.upstream.client import UpstreamClient
 from proxy.upstream.connect import open_client
 from proxy.upstream.facts import UpstreamFacts
@@ -84,11 +84,12 @@ async def open_edge(
     transport: httpx.AsyncBaseTransport | None,
     seen: Observability,
     max_body_bytes: int,
-    inflight: Inflight,
 ) -> Edge:
     """The worker's Edge: tokenizers loaded, upstream client and summary caches opened on
     `stack` (closed with it)."""
     counter = TokenCounter(config.models, on_fallback=seen.tokenizer_fallback)
+    offload = ThreadPoolExecutor(1, thread_name_prefix="curator-curate")
+    stack.callback(offload.shutdown, wait=False, cancel_futures=True)
     await asyncio.to_thread(preload, counter)
     loaded = {counter.encoding_name(m) for m in PRELOADED_MODELS}
     client = await stack.enter_async_context(open_client(transport))
@@ -107,7 +108,7 @@ async def open_edge(
         config,
         asyncio.get_running_loop(),
         client,
-        CurationSetup(config, counter, loaded, inflight, facts),
+        CurationSetup(config, counter, loaded, offload, facts),
         seen.observers,
         max_body_bytes,
         caches,

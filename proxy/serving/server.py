@@ -28,6 +28,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -47,6 +48,14 @@ from proxy.serving.conn_limits import check_fd_budget, conn_limits, raise_fd_lim
 from proxy.serving.edge import preload
 from proxy.serving.reload import serve_workers
 from proxy.serving.slim import release_rs_bpe_pages, slim_tiktoken
+
+SWITCH_INTERVAL_S = 0.0005
+"""How long a thread may keep the GIL while another waits for it (Python's default: 5 ms).
+Big bodies are curated in a thread, the audit and spend figures are built in others; each
+time one holds the GIL the event loop waits, and a small streaming turn needs the loop
+several times before its first byte. At 5 ms, small turns' time to first byte went from
+p99 ~9 ms idle to ~50 ms while two clients sent cold 127k-token bodies; at 0.5 ms it stays
+within a few ms of idle (`bench.hol`), with no measurable cost to small-request throughput."""
 
 log = logging.getLogger("curator.server")
 
@@ -145,6 +154,7 @@ def serve(
     port = port if port is not None else config.server.port
     workers = workers or config.server.workers
     raise_fd_limit()  # before the limits are sized from it; workers inherit it
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # see its docstring
     limits = config.server.limits
     options = uvicorn_options(limits)
     options["timeout_graceful_shutdown"] = limits.shutdown_grace_s

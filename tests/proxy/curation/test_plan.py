@@ -7,6 +7,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -28,7 +29,6 @@ from proxy.curation.plan import OFFLOAD_BYTES, CurationSetup, plan
 from proxy.observability.exchange import ExchangeRecord
 from proxy.protocols.chat import CHAT as CHAT_API
 from proxy.serving.app import create_app
-from proxy.serving.guard import Inflight
 from proxy.serving.headers import actions_header
 
 CHAT = "/v1/chat/completions"
@@ -97,6 +97,7 @@ class ThreadSpy:
 
     name: ClassVar[str] = "thread_spy"
     seen: list[int] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
 
     def curate(
         self,
@@ -104,6 +105,7 @@ class ThreadSpy:
         ctx: CurationContext,  # noqa: ARG002 - the Curator protocol's signature
     ) -> CuratorOutput:
         self.seen.append(threading.get_ident())
+        self.names.append(threading.current_thread().name)
         return CuratorOutput(list(messages))
 
 
@@ -298,30 +300,26 @@ def test_policy_header(allow: bool, asked: str, policy_used: str, ignored: str |
     assert changed == (policy_used == "cut")
 
 
-@pytest.mark.parametrize(
-    ("size", "in_flight", "on_loop"),
-    [("small", 5, True), ("big", 1, True), ("big", 2, False), ("big", None, False)],
-)
-def test_big_bodies_are_curated_off_the_event_loop_while_others_are_in_flight(
-    size: str, in_flight: int | None, on_loop: bool
-) -> None:
+@pytest.mark.parametrize(("size", "on_loop"), [("small", True), ("big", False)])
+def test_big_bodies_are_always_curated_in_the_curation_thread(size: str, on_loop: bool) -> None:
+    """Even alone: a small turn arriving meanwhile must not wait behind a big body."""
     spy = ThreadSpy()
     config = make_config({"spy": policy("spy", spy)})
     counter = TokenCounter(config.models)
     counter.encoder("gpt-4o")
-    inflight = None if in_flight is None else Inflight()
-    setup = CurationSetup(config, counter, {counter.encoding_name("gpt-4o")}, inflight)
+    offload = ThreadPoolExecutor(1, thread_name_prefix="curate")
+    setup = CurationSetup(config, counter, {counter.encoding_name("gpt-4o")}, offload)
     text = "hi" if size == "small" else "x " * OFFLOAD_BYTES
     body = orjson.dumps({**TOOL_CHAT, "messages": [{"role": "user", "content": text}]})
 
     async def planned() -> int:
-        if inflight is not None and in_flight is not None:
-            inflight.count = in_flight  # as the guard counts them, this request included
         await plan(CHAT_API, body, {}, setup, ExchangeRecord("r", 0.0, "POST", CHAT))
         return threading.get_ident()
 
     loop_thread = asyncio.run(planned())
+    offload.shutdown()
     assert (spy.seen == [loop_thread]) == on_loop
+    assert (spy.names == ["curate_0"]) == (not on_loop)
 
 
 def test_chat_records_carry_curation_details() -> None:
