@@ -12,8 +12,6 @@ import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 from policies import validate as v
 from policies.errors import ConfigError, Problem
@@ -23,18 +21,21 @@ from policies.policy import Policy
 from policies.pricing import PriceTable
 from policies.summarizer import Summarizer
 from policies.urls import masked_url
-from policies.validate import Problems, Reader, describe, suggest
+from policies.validate import Problems, Reader
 from policies.yamlsrc import KeyPath, parse_file
 from proxy.config.audit import DEFAULT_PATHS, AuditConfig, read_audit
 from proxy.config.auth import AuthConfig, read_auth
 from proxy.config.limits import LIMIT_KEYS, Limits, read_limits
 from proxy.config.metrics import MetricsConfig, read_metrics
+from proxy.config.models import read_models
 from proxy.config.prices import read_prices
 from proxy.config.routes import MODES as MODES
 from proxy.config.routes import Mode as Mode
 from proxy.config.routes import Route as Route
 from proxy.config.routes import RouteMatch as RouteMatch
 from proxy.config.routes import read_routes
+from proxy.config.upstreams import UpstreamConfig as UpstreamConfig
+from proxy.config.upstreams import base_url_problem, read_upstreams
 from proxy.config.viewer import ViewerConfig, read_viewer
 
 DEFAULT_UPSTREAM = "https://api.openai.com/v1"
@@ -48,18 +49,6 @@ class ServerConfig:
     workers: int = 1
     limits: Limits = field(default_factory=Limits)
     """max_body_mb, max_inflight, max_messages, max_json_depth, shutdown_grace_s."""
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamConfig:
-    name: str
-    base_url: str
-    """No trailing slash; request paths under /v1 are appended to it."""
-    api_key: str | None = None
-    """Set: replaces the client's Authorization. None/empty: the client's is passed through."""
-    connect_timeout_s: float = 10.0
-    read_timeout_s: float = 600.0
-    """Longest silence allowed between two bytes of the response (SSE pauses included)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +136,7 @@ def default_config(
     """
     env = os.environ if environ is None else environ
     base_url = env.get("CURATOR_UPSTREAM") or DEFAULT_UPSTREAM
-    error = _base_url(base_url)
+    error = base_url_problem(base_url)
     if error is not None:
         raise ConfigError(
             [Problem("$CURATOR_UPSTREAM", None, "", f"{error}, got {masked_url(base_url)!r}")]
@@ -211,21 +200,6 @@ class _Build:
         )
 
 
-def _base_url(value: Any) -> str | None:
-    if not isinstance(value, str):
-        return "expected an http(s) URL"
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return "expected an http(s) URL with a host, e.g. https://api.openai.com/v1"
-    if parts.query or parts.fragment:
-        return "expected a URL without a query or fragment"
-    try:
-        parts.port  # noqa: B018 - parsing the port is what validates it
-    except ValueError:
-        return "expected a port number from 0 to 65535 after the host"
-    return None
-
-
 def _server(build: _Build, value: object, path: KeyPath) -> None:
     data = build.read.mapping(value, path, ("host", "port", "workers", *LIMIT_KEYS))
     if data is not None:
@@ -238,58 +212,12 @@ def _server(build: _Build, value: object, path: KeyPath) -> None:
         )
 
 
-UPSTREAM_KEYS = ("base_url", "api_key", "connect_timeout_s", "read_timeout_s")
-
-
 def _upstreams(build: _Build, value: object, path: KeyPath) -> None:
-    for name, item, item_path in build.read.named(value, path):
-        build.declared["upstream"].add(name)
-        data = build.read.mapping(item, item_path, UPSTREAM_KEYS)
-        if data is None:
-            continue
-        build.read.require(data, ("base_url",), item_path)
-        get, default = build.read.get, UpstreamConfig(name, "")
-        connect = get(
-            data, "connect_timeout_s", item_path, default.connect_timeout_s, v.positive_number
-        )
-        read = get(data, "read_timeout_s", item_path, default.read_timeout_s, v.positive_number)
-        build.upstreams[name] = UpstreamConfig(
-            name=name,
-            base_url=get(data, "base_url", item_path, "", _base_url).rstrip("/"),
-            api_key=get(data, "api_key", item_path, None, v.optional_text) or None,
-            connect_timeout_s=float(connect),
-            read_timeout_s=float(read),
-        )
-
-
-MODEL_KEYS = ("context_window", "max_input_tokens", "encoding")
+    build.upstreams.update(read_upstreams(build.read, value, path, build.declared["upstream"]))
 
 
 def _models(build: _Build, value: object, path: KeyPath) -> None:
-    import tiktoken  # only for the names it knows: listing them downloads nothing
-
-    encodings = sorted(tiktoken.list_encoding_names())
-    for glob, item, item_path in build.read.named(value, path):
-        problem = v.glob_problem(glob)
-        if problem is not None:
-            build.problems.add(item_path, f"model glob {glob!r} can never match: {problem}")
-            continue
-        data = build.read.mapping(item, item_path, MODEL_KEYS)
-        if data is None:
-            continue
-        build.read.require(data, ("context_window",), item_path)
-        window = build.read.get(data, "context_window", item_path, 0, v.int_in(1))
-        max_input = build.read.get(data, "max_input_tokens", item_path, None, v.int_in(1))
-        if max_input is not None and window and max_input > window:
-            message = f"must be <= context_window ({window}), got {max_input}"
-            build.problems.add((*item_path, "max_input_tokens"), message)
-        enc = build.read.get(data, "encoding", item_path, None, v.optional_text)
-        if enc is not None and enc not in encodings:
-            choices = f"one of {', '.join(encodings)}"
-            message = f"expected {choices}, got {describe(enc)}{suggest(enc, encodings)}"
-            build.problems.add((*item_path, "encoding"), message)
-            enc = None
-        build.models.append((glob, ModelInfo(window, max_input, enc)))
+    build.models.extend(read_models(build.read, value, path))
 
 
 def _policies(build: _Build, value: object, path: KeyPath) -> None:

@@ -1,0 +1,69 @@
+"""The `upstreams:` section: where requests go, with what key and timeouts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from policies import validate as v
+from policies.validate import Reader
+from policies.yamlsrc import KeyPath
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig:
+    name: str
+    base_url: str
+    """No trailing slash; request paths under /v1 are appended to it."""
+    api_key: str | None = None
+    """Set: replaces the client's Authorization. None/empty: the client's is passed through."""
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 600.0
+    """Longest silence allowed between two bytes of the response (SSE pauses included)."""
+
+
+UPSTREAM_KEYS = ("base_url", "api_key", "connect_timeout_s", "read_timeout_s")
+
+
+def read_upstreams(
+    read: Reader, value: object, path: KeyPath, declared: set[str]
+) -> dict[str, UpstreamConfig]:
+    """The `upstreams:` section; every name seen goes into `declared`, valid or not (so a
+    route naming an invalid one gets no second error)."""
+    upstreams: dict[str, UpstreamConfig] = {}
+    for name, item, item_path in read.named(value, path):
+        declared.add(name)
+        data = read.mapping(item, item_path, UPSTREAM_KEYS)
+        if data is None:
+            continue
+        read.require(data, ("base_url",), item_path)
+        get, default = read.get, UpstreamConfig(name, "")
+        connect = get(
+            data, "connect_timeout_s", item_path, default.connect_timeout_s, v.positive_number
+        )
+        silence = get(data, "read_timeout_s", item_path, default.read_timeout_s, v.positive_number)
+        upstreams[name] = UpstreamConfig(
+            name=name,
+            base_url=get(data, "base_url", item_path, "", base_url_problem).rstrip("/"),
+            api_key=get(data, "api_key", item_path, None, v.optional_text) or None,
+            connect_timeout_s=float(connect),
+            read_timeout_s=float(silence),
+        )
+    return upstreams
+
+
+def base_url_problem(value: Any) -> str | None:
+    """Why `value` is no usable upstream base URL (None: it is one)."""
+    if not isinstance(value, str):
+        return "expected an http(s) URL"
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "expected an http(s) URL with a host, e.g. https://api.openai.com/v1"
+    if parts.query or parts.fragment:
+        return "expected a URL without a query or fragment"
+    try:
+        parts.port  # noqa: B018 - parsing the port is what validates it
+    except ValueError:
+        return "expected a port number from 0 to 65535 after the host"
+    return None
