@@ -2,21 +2,18 @@
 proxied upstream when its method and path are fit to forward (`proxy.serving.paths`); other paths
 get OpenAI-shaped 404s and 405s.
 
-Starlette does the lifespan and everything but `/v1/*`, which is a pure-ASGI endpoint:
-the relay needs the raw `receive` (to notice a client leaving) and raw header bytes, and
-a Request/StreamingResponse round trip costs throughput for nothing. The lifespan opens the
+Starlette does the lifespan and everything but `/v1/*`, which is a pure-ASGI endpoint
+(`proxy.serving.forwarding`): the relay needs the raw `receive` (to notice a client
+leaving) and raw header bytes, and a Request/StreamingResponse round trip costs throughput
+for nothing. The lifespan opens the
 worker's `Edge` (`proxy.serving.edge`: upstream client, TokenCounter, summary caches) and the
 metrics and audit writer (`proxy.observability.observers`); nothing lives at module level.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import replace
-from time import perf_counter
 from typing import Any
 
 import httpx
@@ -26,47 +23,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from policies.summary_io import Services
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config
-from proxy.config.loader import Route as ConfigRoute
-from proxy.curation.plan import Plan, plan
-from proxy.curation.rescue import Overflow, RescuingClient, retry_request
-from proxy.errors import JSON_HEADERS, ProxyError, no_route
-from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.health import health_body
 from proxy.observability.exchange import (
-    ExchangeRecord,
     Observer,
-    SummaryCall,
-    new_id,
-    notify,
-    recording,
 )
 from proxy.observability.observers import metrics_routes, open_observability, viewer_routes
-from proxy.observability.usage.spend import Sent, Spend, account
-from proxy.observability.usage.tap import from_wire
-from proxy.protocols import protocol_for
-from proxy.serving.edge import Edge, open_edge
-from proxy.serving.guard import PROXY_CREDENTIAL, Guard, Inflight
-from proxy.serving.incoming import (
-    ClientGone,
-    client_credential,
-    has_header,
-    header_map,
-    read_body,
-    sniff_model,
-)
-from proxy.serving.paths import checked_target, error_handlers
+from proxy.serving.edge import open_edge
+from proxy.serving.forwarding import proxy_endpoint
+from proxy.serving.guard import Guard, Inflight
+from proxy.serving.paths import error_handlers
 from proxy.serving.reload import WATCH_INTERVAL_S, reloading
-from proxy.serving.routing import POLICY_HEADER_RAW
 from proxy.types import ASGIApp, Receive, Scope, Send
-from proxy.upstream.client import UpstreamClient, UpstreamRequest
-from proxy.upstream.facts import learn
-from proxy.upstream.hygiene import request_headers, upstream_url
-from proxy.upstream.relay import Relay, forward
-
-log = logging.getLogger("curator.app")
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
@@ -144,192 +113,3 @@ class CuratorApp(Starlette):
 async def healthz(request: Request) -> Response:
     # Alive and serving even when the audit store is not: readiness detail, still 200.
     return Response(health_body(request.state.audit), media_type="application/json")
-
-
-async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
-    """Forward one `/v1/*` request (curating it when a protocol knows its path) and record it."""
-    edge: Edge = scope["state"]["edge"].current
-    exchange = _Exchange(scope, edge)
-    if edge.metrics is not None:
-        edge.metrics.inflight.inc()
-    try:
-        await exchange.run(receive, send)
-    finally:
-        if edge.metrics is not None:
-            edge.metrics.inflight.dec()
-        if edge.observers:
-            notify(edge.observers, exchange.finish())
-        elif exchange.record.protocol is not None and edge.curation.facts is not None:
-            exchange.finish()  # the calibration learns from the usage even when unobserved
-
-
-class _Exchange:
-    """One request's journey, noted in its `ExchangeRecord` as it goes."""
-
-    def __init__(self, scope: Scope, edge: Edge) -> None:
-        self.scope = scope
-        self.edge = edge
-        self.started = perf_counter()
-        self.record = ExchangeRecord(new_id(), time.time(), scope["method"], scope["path"])
-        self.relay = Relay(self.record.id)
-        self.headers: list[tuple[bytes, bytes]] = [
-            (b"x-curator-request-id", self.record.id.encode())
-        ]
-        """The x-curator-* response headers, on success and on the proxy's own errors."""
-        self.summary_calls: list[SummaryCall] = []
-        self.planned: Plan | None = None
-
-    async def run(self, receive: Receive, send: Send) -> None:
-        record, relay = self.record, self.relay
-        try:
-            target = checked_target(self.scope)  # before the body: nothing to read for
-            body = await read_body(receive, self.edge.max_body_bytes)
-            request = await self._prepare(body, target)
-            edge = self.edge
-            client = self._rescuing(request)
-            await forward(client, request, receive, send, self.headers, relay, edge.loop)
-            record.status, record.outcome, record.error = relay.status, relay.outcome, relay.error
-        except ClientGone:
-            record.outcome = "client_disconnect"
-        except ProxyError as err:
-            record.outcome = "upstream_error" if err.status in (502, 504) else "proxy_error"
-            record.status, record.error = err.status, err.code
-            await send_error(send, err, self.headers)
-        except BaseException:
-            record.outcome = "upstream_error" if relay.status else "proxy_error"
-            record.status, record.error = relay.status, relay.error
-            raise
-
-    async def _prepare(self, body: bytes, target: bytes) -> UpstreamRequest:
-        edge, scope, record = self.edge, self.scope, self.record
-        protocol = protocol_for(record.method, record.path)
-        if protocol is not None:
-            wanted = edge.route_by_headers or has_header(scope["headers"], POLICY_HEADER_RAW)
-            headers = header_map(scope["headers"]) if wanted else {}
-            planned = await plan(protocol, body, headers, edge.curation, record, self._services_for)
-            self.planned = planned
-            route, body = planned.route, planned.body
-            self.headers.extend(planned.headers)
-            learning = edge.curation.facts is not None
-            if (edge.observers or learning) and record.mode != "off":
-                self.relay.keep_tail = True  # for the usage the upstream reports
-                if edge.config.audit.enabled:
-                    record.response = self.relay.tap = BodyCapture()
-                    self.relay.tap_errors_only = not edge.config.audit.store_responses
-        else:
-            headers = header_map(scope["headers"]) if edge.route_by_headers else {}
-            model = sniff_model(body) if edge.route_by_model else None
-            found = edge.curation.router.route(record.path, model, headers)
-            if found is None:
-                raise no_route()
-            route = found
-        record.route = route.name
-        upstream = edge.config.upstreams[route.upstream]
-        record.upstream = upstream.name
-        return UpstreamRequest(
-            method=record.method,
-            url=upstream_url(upstream.base_url, target, scope["query_string"]),
-            headers=request_headers(scope["headers"], upstream.api_key),
-            body=body,
-            connect_timeout_s=upstream.connect_timeout_s,
-            read_timeout_s=upstream.read_timeout_s,
-        )
-
-    def _rescuing(self, request: UpstreamRequest) -> UpstreamClient:
-        """The upstream client; for a request curated in enforce mode whose policy says
-        `on_upstream_overflow: retry`, one that rescues a context-length 400."""
-        planned, client = self.planned, self.edge.client
-        pending = planned.pending if planned is not None else None
-        if planned is None or pending is None:
-            return client
-        policy = pending.choice.policy
-        if policy.on_upstream_overflow != "retry":
-            return client
-
-        async def retry(overflow: Overflow, error: bytes) -> UpstreamRequest | None:
-            services = self._services_for(pending.route) if policy.is_async else None
-            return await retry_request(
-                overflow,
-                error,
-                planned=planned,
-                request=request,
-                setup=self.edge.curation,
-                services=services,
-                headers=self.headers,
-            )
-
-        return RescuingClient(client, retry)
-
-    def _services_for(self, route: ConfigRoute) -> Services:
-        """Summarizer services for this request (async chains only)."""
-        from proxy.summarizing.services import services_for  # see the lifespan: loaded when needed
-
-        edge = self.edge
-        authorization = next(
-            (v for n, v in self.scope["headers"] if n.lower() == b"authorization"), None
-        )
-        services = services_for(
-            edge.client,
-            edge.config,
-            edge.caches,
-            authorization=authorization,
-            route_upstream=route.upstream,
-        )
-        if not edge.config.audit.enabled:
-            return services
-        # Each model call gets its own audit record, linked to this request.
-        return replace(services, complete=recording(services.complete, self.summary_calls))
-
-    def _credential(self) -> str | None:
-        """The client's credential, for the audit log's fingerprint (nothing else reads it)."""
-        if self.record.protocol is None or not self.edge.config.audit.enabled:
-            return None
-        proxy_key: bytes | None = self.scope.get(PROXY_CREDENTIAL)
-        if proxy_key is not None:  # the guard took the client's credential headers out
-            return proxy_key.decode("latin-1")
-        return client_credential(self.scope["headers"])
-
-    def finish(self) -> ExchangeRecord:
-        """The record, completed with what only the end of the exchange knows."""
-        record, relay = self.record, self.relay
-        record.upstream_status = relay.status
-        record.latency_s = perf_counter() - self.started
-        if relay.first_byte_at is not None:
-            record.ttfb_s = relay.first_byte_at - self.started
-        if relay.tap is None:  # dropped by the relay: a success the audit does not store
-            record.response = None
-        record.tail = relay.tail()
-        passthrough = self._passthrough()
-        if self.edge.curation.facts is not None and relay.complete and not passthrough:
-            learn(self.edge.curation.facts, record, self.edge.curation.counter)
-        record.incomplete = relay.incomplete
-        record.authorization = self._credential()
-        record.summary_calls = tuple(self.summary_calls)
-        record.spend = self._spend(passthrough)
-        return record
-
-    def _passthrough(self) -> bool:
-        """Whether the request's policy has no curator: what it sends is what the client sent,
-        so there is no budget to calibrate, and the uncurated cost is the actual one (a
-        prefix-cache counterfactual would cost ~0.1 ms of CPU per request for nothing)."""
-        policy = self.edge.config.policies.get(self.record.policy or "")
-        return policy is None or not policy.chain.curators
-
-    def _spend(self, passthrough: bool) -> Spend | None:
-        """Usage, cost and counterfactual of an observed request a protocol read (the relay
-        kept its tail)."""
-        record, edge = self.record, self.edge
-        if record.protocol is None or not self.relay.keep_tail:
-            return None
-        usage = from_wire(record.usage())
-        original = None if passthrough else record.original  # None: uncurated = actual
-        sent = Sent.of(record.model, record.facts, original, self.scope["headers"], usage)
-        return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals)
-
-
-async def send_error(send: Send, err: ProxyError, headers: Sequence[tuple[bytes, bytes]]) -> None:
-    body = err.body()
-    length = (b"content-length", str(len(body)).encode())
-    start_headers = [*JSON_HEADERS, length, *err.headers, *headers]
-    await send({"type": "http.response.start", "status": err.status, "headers": start_headers})
-    await send({"type": "http.response.body", "body": body, "more_body": False})
