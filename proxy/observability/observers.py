@@ -5,12 +5,9 @@ writer thread (threads do not survive the fork/spawn that starts `--workers`) an
 metric families. On shutdown the writer gets `AUDIT_CLOSE_TIMEOUT_S` to write what is
 queued, and a multiprocess worker drops its live gauges.
 
-`AuditObserver` turns a finished curated exchange into one audit entry (its `kind` the
-protocol's name), plus one per model call
-a summarizer made for it (kind "summarizer", linked by `parent_id`). It only references what
-the exchange already holds; copying, assembling, redacting and writing happen in the writer
-thread. Paths no protocol curates and `mode: off` routes get no audit record; metrics count
-them all.
+The audit reads each finished exchange through `proxy.observability.audit.observer`;
+paths no protocol curates and `mode: off` routes get no audit record; metrics count them
+all.
 """
 
 from __future__ import annotations
@@ -21,30 +18,22 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from proxy.config.loader import Config
 from proxy.config.viewer import PUBLIC_PREFIX
-from proxy.errors import ProxyError
-from proxy.observability.audit.entry import SUMMARIZER, AuditEntry
+from proxy.observability.audit.observer import AuditObserver
 from proxy.observability.audit.sinks.base import STDOUT
 from proxy.observability.audit.writer import AuditWriter, WriteOutcome, open_audit
 from proxy.observability.exchange import (
-    ExchangeRecord,
-    FirstAttempt,
     Observer,
-    SummaryCall,
-    new_id,
 )
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.metrics.labels import labels_for
 from proxy.observability.metrics.multiproc import mark_worker_dead
-from proxy.protocols.chat import CHAT
 from proxy.serving.admin import admin_listener
 from proxy.viewer.app import Viewer
 from proxy.viewer.asgi import ViewerApp
@@ -91,7 +80,8 @@ async def open_observability(
     if metrics is not None:
         observers.append(metrics.observe)
     if audit is not None:
-        observers.append(AuditObserver(audit, metrics))
+        depth = metrics.audit_queue_depth.set if metrics is not None else None
+        observers.append(AuditObserver(audit, depth))
     async with AsyncExitStack() as stack:
         if audit is not None:
             stack.push_async_callback(_close_writer, audit)
@@ -187,142 +177,3 @@ async def _scrape(request: Request) -> Response:
     # Multiprocess mode reads every worker's files: off the event loop.
     body, content_type = await asyncio.to_thread(metrics.render)
     return Response(body, headers={"content-type": content_type})
-
-
-class AuditObserver:
-    """Submits the audit entries of a finished curated exchange (never blocks, never raises)."""
-
-    __slots__ = ("_metrics", "_writer")
-
-    def __init__(self, writer: AuditWriter, metrics: Metrics | None) -> None:
-        self._writer = writer
-        self._metrics = metrics
-
-    def __call__(self, record: ExchangeRecord) -> None:
-        if record.protocol is None or record.mode == "off":
-            return
-        for call in record.summary_calls:
-            self._writer.submit(summary_entry(record, call))
-        if record.rescued is not None:
-            self._writer.submit(rejected_attempt_entry(record, record.rescued))
-        self._writer.submit(exchange_entry(record))
-        if self._metrics is not None:
-            self._metrics.audit_queue_depth.set(self._writer.queue_depth())
-
-
-def exchange_entry(record: ExchangeRecord) -> AuditEntry:
-    """The audit entry of a curated request: what the client sent, what the model saw, the
-    reply."""
-    original = record.original if record.original is not None else ()
-    curated = record.curated if record.curated is not record.original else None
-    return AuditEntry(
-        id=record.id,
-        time=record.started_at,
-        kind=record.protocol.name if record.protocol is not None else "",
-        protocol=record.protocol or CHAT,
-        route=record.route,
-        policy=record.policy,
-        mode=_audit_mode(record),
-        model=record.model,
-        authorization=record.authorization,
-        original=original,
-        curated=curated,
-        actions=record.actions,
-        tokens_before=record.tokens_before,
-        tokens_after=record.tokens_after,
-        skip_reason=record.skip_reason,
-        status=record.status,
-        latency_ms=record.latency_s * 1000,
-        ttfb_ms=record.ttfb_s * 1000 if record.ttfb_s is not None else None,
-        response=_response(record),
-        incomplete=record.incomplete,
-        spend=record.spend,
-        body=record.facts,
-    )
-
-
-def rejected_attempt_entry(record: ExchangeRecord, first: FirstAttempt) -> AuditEntry:
-    """The attempt an overflow rescue replaced, linked to the request (mode `rescued`)."""
-    return AuditEntry(
-        id=new_id(),
-        time=record.started_at,
-        kind=record.protocol.name if record.protocol is not None else "",
-        parent_id=record.id,
-        protocol=record.protocol or CHAT,
-        route=record.route,
-        policy=record.policy,
-        mode="rescued",
-        model=record.model,
-        authorization=record.authorization,
-        original=record.original if record.original is not None else (),
-        curated=first.curated,
-        actions=first.actions,
-        tokens_before=record.tokens_before,
-        tokens_after=first.tokens_after,
-        status=400,
-        response=first.error,
-    )
-
-
-def _audit_mode(record: ExchangeRecord) -> str:
-    """How the proxy handled the request, as the audit log says it."""
-    if record.mode == "shadow":
-        return "shadow"
-    return "skipped" if record.skip_reason is not None else "curated"
-
-
-def _response(record: ExchangeRecord) -> Any:
-    if record.response is not None and record.response.size:
-        return record.response
-    if record.error is not None and record.status is not None and record.status >= 400:
-        return record.error  # the proxy's own error (e.g. upstream_timeout): its code
-    return None
-
-
-def summary_entry(record: ExchangeRecord, call: SummaryCall) -> AuditEntry:
-    """A summarizer's model call, linked to the request it summarized for."""
-    status, response = _call_outcome(call)
-    return AuditEntry(
-        id=new_id(),
-        time=call.started_at,
-        kind=SUMMARIZER,
-        parent_id=record.id,
-        route=record.route,
-        policy=record.policy,
-        mode="summary",
-        model=call.request.model,
-        authorization=record.authorization,
-        original=call.messages,
-        status=status,
-        latency_ms=call.latency_s * 1000,
-        response=response,
-    )
-
-
-def _call_outcome(call: SummaryCall) -> tuple[int, bytes | str]:
-    """The call's status and answer, the answer in chat.completion shape so usage is kept."""
-    if call.completion is not None:
-        completion = call.completion
-        body = {
-            "object": "chat.completion",
-            "model": call.request.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": completion.text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": completion.prompt_tokens,
-                "completion_tokens": completion.completion_tokens,
-                "total_tokens": completion.prompt_tokens + completion.completion_tokens,
-            },
-        }
-        return 200, orjson.dumps(body)
-    error = call.error
-    if isinstance(error, ProxyError):
-        return error.status, error.code
-    if isinstance(error, TimeoutError | asyncio.CancelledError):
-        return 504, "the summary call timed out"
-    return 502, f"{type(error).__name__}: {error}"

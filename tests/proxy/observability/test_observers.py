@@ -31,10 +31,11 @@ from proxy.config.loader import (
 )
 from proxy.errors import upstream_timeout
 from proxy.observability.audit.entry import AuditEntry
+from proxy.observability.audit.observer import exchange_entry, summary_entry
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.stamps import key_fingerprint
 from proxy.observability.exchange import ExchangeRecord, SummaryCall, new_id
-from proxy.observability.observers import exchange_entry, open_observability, summary_entry
+from proxy.observability.observers import open_observability
 from proxy.protocols.chat import CHAT as CHAT_API
 from proxy.serving.app import create_app
 from tests import factories as f
