@@ -29,7 +29,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Container, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
 
@@ -68,7 +68,7 @@ class Plan:
     """The `x-curator-*` response headers (the request id is added by the app)."""
     pending: Pending | None = None
     """A request curated in enforce mode, kept so an upstream overflow can be rescued
-    (`replan`); None otherwise."""
+    (`proxy.curation.rescue.replan`); None otherwise."""
 
 
 ServicesFor = Callable[[Route], Services]
@@ -146,13 +146,13 @@ async def plan(
         result = await policy.acurate(
             wire.messages, wire.facts, counter, services=services, hints=planned.hints
         )
-        body = _body(planned, result)
+        body = rebuilt_body(planned, result)
     except Exception as exc:
         return _reject_or_fail_open(planned, exc)
     if not result.messages:
         return _skip(planned, CURATED_EMPTY)
     summary = services.stats if services is not None else None
-    return _curated(planned, result, body, started, summary)
+    return curated_plan(planned, result, body, started, summary)
 
 
 def plan_sync(
@@ -178,12 +178,12 @@ def curate(request: Pending, counter: TokenCounter) -> Plan:
     started = perf_counter()
     try:
         result = _run_chain(request, counter)
-        body = _body(request, result)
+        body = rebuilt_body(request, result)
     except Exception as exc:
         return _reject_or_fail_open(request, exc)
     if not result.messages:
         return _skip(request, CURATED_EMPTY)
-    return _curated(request, result, body, started, None)
+    return curated_plan(request, result, body, started, None)
 
 
 def read_request(
@@ -250,7 +250,7 @@ def _reject_or_fail_open(request: Pending, exc: Exception) -> Plan:
     return _skip(request, "curator_error")
 
 
-def _curated(
+def curated_plan(
     request: Pending,
     result: CurationResult,
     body: bytes,
@@ -271,33 +271,7 @@ def _curated(
     return Plan(request.route, body, headers, request if rescuable else None)
 
 
-async def replan(
-    request: Pending, counter: TokenCounter, hints: BudgetHints, services: Services | None
-) -> Plan | None:
-    """`request` curated again to `hints` (an overflow rescue, `proxy.curation.rescue`);
-    None when that cannot help: the policy rejects or fails, or nothing more was cut."""
-    before = request.record.tokens_after
-    again = replace(request, hints=hints)
-    started = perf_counter()
-    try:
-        policy, wire = again.choice.policy, again.wire
-        if policy.is_async:
-            result = await policy.acurate(
-                wire.messages, wire.facts, counter, services=services, hints=hints
-            )
-        else:
-            result = policy.curate(wire.messages, wire.facts, counter, hints=hints)
-        body = _body(again, result)
-    except Exception:  # ContextOverflow (on_overflow: reject) included: the error stands
-        log.debug("rescue: curating again failed", exc_info=True)
-        return None
-    if not result.messages or (before is not None and result.tokens_after >= before):
-        return None
-    summary = services.stats if services is not None else None
-    return _curated(again, result, body, started, summary)
-
-
-def _body(request: Pending, result: CurationResult) -> bytes:
+def rebuilt_body(request: Pending, result: CurationResult) -> bytes:
     if not result.changed or request.route.mode == "shadow":
         return request.wire.raw
     return request.protocol.rebuild(request.wire, result.messages)
