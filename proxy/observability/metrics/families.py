@@ -32,7 +32,6 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics import MetricWrapperBase
 
-from policies.summary_io import SummaryStats
 from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.metrics.calibration import FactsMetrics
 from proxy.observability.metrics.labels import (
@@ -46,6 +45,7 @@ from proxy.observability.metrics.lag import LagFamilies
 from proxy.observability.metrics.loop import LoopCounter, LoopGauge, LoopHistogram
 from proxy.observability.metrics.multiproc import MULTIPROC_ENV, forget_dead_workers
 from proxy.observability.metrics.spend import SpendFamilies
+from proxy.observability.metrics.summarizer import SummarizerFamilies
 
 # Curation is sub-millisecond warm and ~100 ms cold; upstreams take seconds to minutes.
 CURATION_BUCKETS = (
@@ -89,6 +89,7 @@ class Metrics:
         self.facts = FactsMetrics(self.registry)
         """Calibration, assumed windows and overflow rescues (`proxy.upstream.facts`)."""
         self.spend = SpendFamilies(self._loop_counter, self._counter)
+        self.summarizer = SummarizerFamilies(self._loop_counter)
         self.loop_lag = LagFamilies(self._loop_histogram, self.registry)
         # Families with closed label sets show every series from the start.
         for reason in REJECT_REASONS:
@@ -163,18 +164,6 @@ class Metrics:
         self.config_reloads = counter(
             "curator_config_reloads", "Config reloads by result", "result"
         )
-        self.summarizer_tokens = loop_counter(
-            "curator_summarizer_tokens",
-            "Tokens summarizing spent (prompt + completion) and saved",
-            "route",
-            "kind",
-        )
-        self.summarizer_calls = loop_counter(
-            "curator_summarizer_calls",
-            "Summaries by result: a model call that worked or failed, or a cache hit",
-            "route",
-            "result",
-        )
         self.upstream_errors = loop_counter(
             "curator_upstream_errors",
             "Upstream failures by phase: before the response started, or mid-response",
@@ -223,7 +212,7 @@ class Metrics:
         if record.actions:
             self._actions(route, record)
         if record.summary is not None:
-            self._summary(route, record.summary)
+            self.summarizer.observe(self._child, route, record.summary)
         if record.curation_s is not None:
             meters.curation.observe(record.curation_s)
         if record.ttfb_s is not None:
@@ -264,21 +253,6 @@ class Metrics:
             self._child(self.actions, route, curator).inc(len(indexes))
             if saved[curator] > 0:
                 self._child(self.tokens_saved, route, curator).inc(saved[curator])
-
-    def _summary(self, route: str, stats: SummaryStats) -> None:
-        spent = stats.prompt_tokens + stats.completion_tokens
-        if spent:
-            self._child(self.summarizer_tokens, route, "spent").inc(spent)
-        if stats.tokens_saved > 0:
-            self._child(self.summarizer_tokens, route, "saved").inc(stats.tokens_saved)
-        results = {
-            "ok": stats.calls - stats.failures,
-            "cache_hit": stats.cache_hits,
-            "error": stats.failures,
-        }
-        for result, count in results.items():
-            if count > 0:
-                self._child(self.summarizer_calls, route, result).inc(count)
 
     def audit_outcome(self, outcome: str, queue_depth: int) -> None:
         """The audit writer's callback: one record written, dropped or failed."""
