@@ -19,10 +19,12 @@ from policies.errors import ConfigError
 from policies.fast_bpe import tokenizer_choice
 from policies.urls import masked_url
 from proxy.cli.audit import add_subparsers as add_audit_subparsers
+from proxy.cli.audit import handled_as
 from proxy.cli.pipes import run_to_stdout
 from proxy.cli.report import add_parser as add_report_parser
 from proxy.config.loader import Config, default_config, load_config
 from proxy.config.render import format_config
+from proxy.observability.audit.readers.registry import READERS as SINK_NAMES
 
 DEFAULT_CONFIG = "config.yaml"
 log = logging.getLogger("curator.cli")
@@ -80,7 +82,18 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     target = simulate.add_mutually_exclusive_group()
     target.add_argument("--route", help="use this route's policy (default: the routed one)")
     target.add_argument("--policy", help="use this named policy, or preset:<name>")
-    simulate.add_argument("input", metavar="INPUT", help="a JSON or JSONL file, or - for stdin")
+    simulate.add_argument(
+        "input", metavar="INPUT", nargs="?", help="a JSON or JSONL file, or - for stdin"
+    )
+    stored = simulate.add_argument_group(
+        "from the audit store (instead of INPUT)",
+        "the store `curator audit` reads: --path, else the config's audit: section",
+    )
+    stored.add_argument("--since", help="simulate the records from this time: ISO, or 1h, 2d ago")
+    stored.add_argument("--until", help="... up to this time (default: now)")
+    stored.add_argument("--path", help="audit store: a .db or .jsonl file, or a postgresql:// URL")
+    stored.add_argument("--sink", choices=sorted(SINK_NAMES), help="which store --path is")
+    stored.add_argument("--conversation", help="only this conversation (a key or its prefix)")
     simulate.add_argument("--model", help="replace each request's model")
     simulate.add_argument("--diff", action="store_true", help="show a diff of the messages")
     simulate.add_argument("--json", action="store_true", help="print JSON for machines")
@@ -195,17 +208,26 @@ def _tokenizer_problem() -> str | None:
     return None
 
 
+@handled_as("simulate")
 def _simulate(args: argparse.Namespace) -> int:
+    if (args.input is None) == (args.since is None):
+        return _fail_simulate("give either INPUT or --since (to read the audit store)")
     try:
         config, _ = _load(args.config)
     except ConfigError as exc:
         _print_problems(exc)
         return 1
     from proxy.cli import simulate
-    from proxy.cli.simulate_model import Options
+    from proxy.cli.simulate_model import Options, StoreQuery
+
+    store = None
+    if args.since is not None:
+        store = StoreQuery(
+            args.since, args.config, args.until, args.path, args.sink, args.conversation
+        )
 
     options = Options(
-        input=args.input,
+        input=args.input or "",
         route=args.route,
         policy=args.policy,
         model=args.model,
@@ -213,8 +235,14 @@ def _simulate(args: argparse.Namespace) -> int:
         cached_price=args.cached_price,
         diff=args.diff,
         json=args.json,
+        store=store,
     )
     return simulate.run(config, options)
+
+
+def _fail_simulate(message: str) -> int:
+    print(f"curator simulate: {message}", file=sys.stderr)
+    return 2
 
 
 def _audit(args: argparse.Namespace) -> int:

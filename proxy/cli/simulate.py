@@ -29,6 +29,7 @@ from policies.tokens import TokenCounter
 from proxy.cli.simulate_input import Request, SimulateError, read_requests
 from proxy.cli.simulate_model import Options, Report, SimulatedRequest
 from proxy.cli.simulate_render import render_json, render_text
+from proxy.cli.simulate_store import stored_requests
 from proxy.config.loader import Config
 from proxy.protocols.chat import CHAT
 from proxy.serving.routing import select_route
@@ -182,7 +183,10 @@ def run(
 ) -> int:
     """`curator simulate`: print the report; on bad input, one line on stderr and status 1."""
     try:
-        requests = read_requests(options.input, _read(options.input))
+        if options.store is not None:
+            requests = stored_requests(options.store)
+        else:
+            requests = read_requests(options.input, _read(options.input))
         report = asyncio.run(_simulate(config, options, requests, transport))
     except SimulateError as exc:
         print(f"curator simulate: {exc}", file=sys.stderr)

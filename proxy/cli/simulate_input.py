@@ -15,7 +15,7 @@ Audit records of summarizer calls are skipped: they are not client requests.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,6 +76,15 @@ def read_requests(path: str, text: str) -> list[Request]:
     else:
         found = [_request(value, path, first + 1)]
     return _nonempty(path, found)
+
+
+def requests_of_records(where: str, records: Iterable[Mapping[str, Any]]) -> list[Request]:
+    """Audit records read from a store, as requests (summarizer calls left out)."""
+    found = [
+        _request(dict(record), f"{where}: record {record.get('id')}", number)
+        for number, record in enumerate(records, 1)
+    ]
+    return _nonempty(where, found)
 
 
 def _read_jsonl(path: str, lines: Sequence[str]) -> list[Request]:

@@ -29,6 +29,22 @@ class Options:
     cached_price: float = DEFAULT_CACHED_PRICE
     diff: bool = False
     json: bool = False
+    store: StoreQuery | None = None
+    """Read the requests from an audit store (`--since`) instead of `input`."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreQuery:
+    """Which audit records to simulate: those of [since, until), of one conversation if
+    asked, from the store `path` names (else the config's `audit:` section)."""
+
+    since: str
+    config: str | None = None
+    """The `--config` given (its `audit:` section names the store), if any."""
+    until: str | None = None
+    path: str | None = None
+    sink: str | None = None
+    conversation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

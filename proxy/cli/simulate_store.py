@@ -1,0 +1,37 @@
+"""`curator simulate --since ...`: the requests come straight from the audit store, the one
+`curator audit` reads (`--path`, else the config's `audit:` section), so a PostgreSQL store
+shared by every replica is simulated without an export in between."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from proxy.cli.audit import audit_target, conversation_of, open_store
+from proxy.cli.simulate_input import Request, SimulateError, requests_of_records
+from proxy.cli.simulate_model import StoreQuery
+from proxy.config.audit import masked_location
+from proxy.observability.audit.readers.query import parse_time
+
+
+def stored_requests(query: StoreQuery) -> list[Request]:
+    """The recorded requests `query` selects, oldest first. Raises `SimulateError` for a
+    bad time or a store that cannot be named; the store's own failures propagate."""
+    now = time.time()
+    try:
+        since = parse_time(query.since, now=now)
+        until = parse_time(query.until, now=now) if query.until else None
+    except ValueError as exc:
+        raise SimulateError(str(exc)) from None
+    args = argparse.Namespace(config=query.config, path=query.path, sink=query.sink)
+    where = masked_location(audit_target(query.config, query.path, query.sink).location)
+    with open_store(args) as store:
+        records = [r for r in store.between(since, until) if _wanted(query, r)]
+    if not records:
+        raise SimulateError(f"{where}: no audit record from {query.since} on matches")
+    return requests_of_records(where, records)
+
+
+def _wanted(query: StoreQuery, record: dict[str, Any]) -> bool:
+    return query.conversation is None or conversation_of(record).startswith(query.conversation)
