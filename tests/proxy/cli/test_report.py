@@ -15,6 +15,7 @@ from proxy.cli.main import main as curator
 from proxy.observability.audit.entry import AuditRecord, message_digest
 from proxy.observability.audit.message_cache import StoredMessage
 from proxy.observability.audit.sinks.postgres_writer import PostgresSink
+from proxy.observability.audit.sinks.sqlite import SqliteSink
 from proxy.observability.audit.stamps import parse_iso
 
 
@@ -116,10 +117,12 @@ def test_report_says_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "expected an ISO time" in capsys.readouterr().err
 
 
-def test_report_reads_postgresql_as_it_reads_jsonl(
-    store: Path, fresh_dsn: str, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_report_reads_every_store_as_it_reads_jsonl(
+    store: Path, kind: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The store is opened through the reader registry, so a postgresql:// URL works."""
+    """The store is opened through the reader registry (a postgresql:// URL works), and the
+    same records give the same table, JSON and CSV whichever store holds them."""
 
     def stored(messages: list[Any]) -> tuple[StoredMessage, ...]:
         data = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in messages]
@@ -130,12 +133,16 @@ def test_report_reads_postgresql_as_it_reads_jsonl(
         fields = orjson.loads(line)
         original, curated = stored(fields.pop("original")), stored(fields.pop("curated"))
         records.append(AuditRecord(parse_iso(fields["time"]), fields, original, curated))
-    sink = PostgresSink(fresh_dsn)
+    if kind == "postgres":
+        location: str = request.getfixturevalue("fresh_dsn")
+        sink: Any = PostgresSink(location)
+    else:
+        location = str(store.with_suffix(".db"))
+        sink = SqliteSink(location)
     sink.write_many(records)
     sink.close()
-    for extra in ((), ("--conversation", "c-1")):
-        args = ("report", *SINCE, "--json", *extra)
-        from_jsonl = orjson.loads(run(capsys, *args, "--path", str(store)))
-        from_postgres = orjson.loads(run(capsys, *args, "--path", fresh_dsn))
-        assert from_postgres == from_jsonl
-        assert from_jsonl
+    for extra in ((), ("--json",), ("--csv",), ("--json", "--conversation", "c-1")):
+        args = ("report", *SINCE, *extra)
+        from_jsonl = run(capsys, *args, "--path", str(store))
+        assert run(capsys, *args, "--path", location) == from_jsonl
+        assert from_jsonl.strip()
