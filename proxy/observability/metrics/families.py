@@ -17,6 +17,7 @@ Label values come only from config or from small fixed sets
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ from proxy.observability.metrics.spend import SpendFamilies
 from proxy.observability.metrics.summarizer import SummarizerFamilies
 
 # Curation is sub-millisecond warm and ~100 ms cold; upstreams take seconds to minutes.
+log = logging.getLogger("curator.metrics")
+
 CURATION_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
@@ -83,7 +86,7 @@ class Metrics:
         self._shares = bool(self.multiprocess_dir)
         self._loop_families: list[LoopCounter | LoopHistogram | LoopGauge] = []
         self._publishing = threading.Lock()
-        self._meters: dict[tuple[str | None, str | None, str], _Meters] = {}
+        self._meters: dict[tuple[str | None, str | None, str, str], _Meters] = {}
         self._traffic_families()
         self._operation_families()
         self.facts = FactsMetrics(self.registry)
@@ -121,9 +124,11 @@ class Metrics:
 
     def _traffic_families(self) -> None:
         counter = self._loop_counter
-        self.requests = counter("curator_requests", "Proxied requests", "route", "policy", "status")
+        self.requests = counter(
+            "curator_requests", "Proxied requests", "route", "policy", "status", "protocol"
+        )
         self.tokens = counter(
-            "curator_tokens", "Prompt tokens before/after curation", "route", "stage"
+            "curator_tokens", "Prompt tokens before/after curation", "route", "stage", "protocol"
         )
         self.tokens_saved = counter(
             "curator_tokens_saved", "Tokens removed, by curator", "route", "curator"
@@ -197,7 +202,8 @@ class Metrics:
     def observe(self, record: ExchangeRecord) -> None:
         """The exchange observer: count one finished request."""
         status = str(record.status) if record.status is not None else record.outcome
-        key = (record.route, record.policy, status)
+        protocol = record.protocol.name if record.protocol is not None else OTHER
+        key = (record.route, record.policy, status, protocol)
         meters = self._meters.get(key)
         if meters is None:
             meters = self._meters[key] = self._exchange_meters(*key)
@@ -229,13 +235,16 @@ class Metrics:
             policy = self.labels.policy(record.policy)
             self._child(self.incomplete, route, policy, reason).inc()
 
-    def _exchange_meters(self, route: str | None, policy: str | None, status: str) -> _Meters:
+    def _exchange_meters(
+        self, route: str | None, policy: str | None, status: str, protocol: str
+    ) -> _Meters:
         bounded = self.labels.route(route)
+        requests = self._child(self.requests, bounded, self.labels.policy(policy), status, protocol)
         return _Meters(
             route=bounded,
-            requests=self._child(self.requests, bounded, self.labels.policy(policy), status),
-            tokens_before=self._child(self.tokens, bounded, "before"),
-            tokens_after=self._child(self.tokens, bounded, "after"),
+            requests=requests,
+            tokens_before=self._child(self.tokens, bounded, "before", protocol),
+            tokens_after=self._child(self.tokens, bounded, "after", protocol),
             curation=self._child(self.curation_seconds, bounded),
             ttfb=self._child(self.upstream_seconds, bounded, "ttfb"),
             total=self._child(self.upstream_seconds, bounded, "total"),
@@ -270,7 +279,10 @@ class Metrics:
         """Multiprocess mode: add this worker's latest counts to the shared files."""
         with self._publishing:
             for family in self._loop_families:
-                family.publish()
+                try:
+                    family.publish()
+                except Exception:  # one family's bug must not stop the others' counts
+                    log.exception("metrics: publishing %s failed", family.name)
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text, aggregated across workers in multiprocess mode."""

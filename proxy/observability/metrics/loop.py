@@ -116,7 +116,9 @@ class _Family(Collector, Generic[C]):
         """Add what was counted since the last call to the twin (one caller at a time)."""
         if self._twin is not None:
             for values, child in list(self._children.items()):  # one atomic copy
-                self._publish(self._twin.labels(*values), child)
+                # An unlabelled family's twin is its own only series.
+                twin = self._twin.labels(*values) if values else self._twin
+                self._publish(twin, child)
 
     def _new_child(self) -> C:
         raise NotImplementedError
