@@ -86,6 +86,12 @@ class WireProtocol(Protocol):
         ...
 
     @property
+    def internal_keys(self) -> frozenset[str]:
+        """Keys its neutral messages carry for its own `rebuild` only: the audit log leaves
+        them out (it shows what the client sent and the model saw, nothing of ours)."""
+        ...
+
+    @property
     def path(self) -> str:
         """The exact request path it curates (`/v1/chat/completions`)."""
         ...

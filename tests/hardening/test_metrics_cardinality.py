@@ -96,8 +96,9 @@ def test_random_model_names_through_the_proxy(fake: FakeOpenAI) -> None:
         first = send(20)
         later = send(1000)
     assert _series(later) == _series(first)
-    assert 'curator_requests_total{policy="off",route="default",status="200"} 1020.0' in (
-        later.decode()
+    assert (
+        'curator_requests_total{policy="off",protocol="chat",route="default",status="200"} 1020.0'
+        in (later.decode())
     )
     models = {r.model for r in proxy.records if r.model}
     assert len(models) == 1020

@@ -9,7 +9,6 @@ written with every client or upstream string masked, or without that content at 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,12 @@ import orjson
 from policies.base import Action
 from policies.messages import Message
 from proxy.observability.audit.capture import BodyCapture
-from proxy.observability.audit.message_cache import MessageCache, StoredMessage
+from proxy.observability.audit.message_cache import (
+    MessageCache,
+    StoredMessage,
+    message_digest,
+    raw_digest,
+)
 from proxy.observability.audit.redact import Redactor, mask
 from proxy.observability.audit.stamps import Stamps
 from proxy.observability.usage.audit_fields import KEYS as SPEND_KEYS
@@ -120,15 +124,6 @@ class AuditRecord:
         return data
 
 
-def message_digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
-
-
-def _raw_digest(value: object) -> bytes:
-    """The cache key of a message (or tools list) as the client sent it."""
-    return message_digest(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
-
-
 class RecordBuilder:
     """Turns entries into redacted records. Used by the writer thread only."""
 
@@ -143,10 +138,13 @@ class RecordBuilder:
         self.store_responses = store_responses
         self._cache = MessageCache(cache_bytes)
         self._stamps = Stamps()
+        self._hidden: frozenset[str] = frozenset()
+        """The entry's protocol's own message keys, left out of what is stored."""
         self.last_failure: str | None = None
         """Why the last masked record could not be redacted (the writer logs it)."""
 
     def build(self, entry: AuditEntry) -> AuditRecord:
+        self._hidden = entry.protocol.internal_keys
         fields = _metadata(entry, self._stamps)
         try:
             return self._content(entry, fields, self.redactor.value, cached=True)
@@ -218,15 +216,17 @@ class RecordBuilder:
         tools = tools_of(entry.body)
         if tools is None:
             return None, {"tools": None, "tools_digest": None}
-        key = _raw_digest(tools)
+        key = raw_digest(tools)
         stored = self._message(tools, clean, cached, key)
         return stored, {"tools": orjson.Fragment(stored.data), "tools_digest": key.hex()}
 
     def _message(
         self, msg: object, clean: Clean, cached: bool, key: bytes | None = None
     ) -> StoredMessage:
+        if self._hidden and isinstance(msg, dict) and not self._hidden.isdisjoint(msg):
+            msg = {k: v for k, v in msg.items() if k not in self._hidden}
         if cached and key is None:
-            key = _raw_digest(msg)
+            key = raw_digest(msg)
         hit = self._cache.get(key) if key is not None and cached else None
         if hit is not None:
             return hit

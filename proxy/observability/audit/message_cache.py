@@ -3,8 +3,11 @@ history every turn)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
+
+import orjson
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,3 +44,12 @@ class MessageCache:
         while self.size > self.max_bytes:
             _, old = self.items.popitem(last=False)
             self.size -= len(old.data)
+
+
+def message_digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def raw_digest(value: object) -> bytes:
+    """The cache key of a message (or tools list) as the client sent it."""
+    return message_digest(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))

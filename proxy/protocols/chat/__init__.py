@@ -24,6 +24,7 @@ class ChatCompletions:
     name = "chat"
     method = "POST"
     path = "/v1/chat/completions"
+    internal_keys: frozenset[str] = frozenset()
 
     def parse(self, raw: bytes, limits: Limits) -> WireRequest:
         try:

@@ -18,7 +18,7 @@ from proxy.config.limits import Limits
 from proxy.protocols.base import Assembled, Usage, WireRequest
 from proxy.protocols.responses.assembly import assemble
 from proxy.protocols.responses.facts import budget_body
-from proxy.protocols.responses.items import Mapped, to_neutral
+from proxy.protocols.responses.items import GROUP, Mapped, to_neutral
 from proxy.protocols.responses.rebuild import rebuild
 from proxy.protocols.wire import check_count, check_depth, count_of, last_object
 
@@ -35,6 +35,7 @@ class ResponsesAPI:
     name = "responses"
     method = "POST"
     path = "/v1/responses"
+    internal_keys = frozenset({GROUP})
 
     def parse(self, raw: bytes, limits: Limits) -> WireRequest:
         try:

@@ -14,6 +14,8 @@ from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.entry import FIELD_ORDER, AuditEntry, RecordBuilder
 from proxy.observability.audit.redact import MASK, Detector, Redactor
 from proxy.observability.audit.stamps import iso_time, key_fingerprint, parse_iso
+from proxy.protocols.responses.items import GROUP, INSTRUCTIONS
+from proxy.protocols.responses.protocol import RESPONSES
 
 KEY = "sk-proj-" + "Qw3_Er4-Ty5" * 8
 PEM = (
@@ -338,3 +340,21 @@ def test_iso_time_round_trip() -> None:
     assert parse_iso("2026-01-01T01:00:00+01:00") == T0
     assert parse_iso("2026-01-01") == T0
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", iso_time(T0))
+
+
+def test_a_protocols_own_message_keys_are_never_stored(builder: RecordBuilder) -> None:
+    """The Responses protocol marks its neutral messages with the items they stand for; the
+    audit shows what the client sent and the model saw, not that bookkeeping."""
+    original: list[Message] = [
+        {"role": "system", "content": "be brief", GROUP: INSTRUCTIONS},
+        {"role": "user", "content": "hi", GROUP: 0},
+    ]
+    entry = AuditEntry(id="r", time=0.0, protocol=RESPONSES, original=original)
+    stored = builder.build(entry)
+    assert [json.loads(m.data) for m in stored.original] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
+    assert GROUP in original[1]  # the request's own messages are left as they were
+    chat = builder.build(AuditEntry(id="c", time=0.0, original=[{"role": "user", "x": 1}]))
+    assert json.loads(chat.original[0].data) == {"role": "user", "x": 1}
