@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Container, Mapping
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
@@ -39,6 +38,7 @@ from policies.errors import ContextOverflow
 from policies.summary_io import Services, SummaryStats
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config, Route
+from proxy.curation.thread import CurationThread
 from proxy.errors import context_length_exceeded, no_route
 from proxy.observability.exchange import ExchangeRecord
 from proxy.protocols.base import WireProtocol, WireRequest
@@ -97,7 +97,7 @@ class CurationSetup:
     counter: TokenCounter
     loaded: set[str] = field(default_factory=set)
     """Encodings already loaded; a request needing another loads it off the event loop."""
-    offload: Executor | None = None
+    offload: CurationThread | None = None
     """Where big bodies are planned: the worker's one curation thread (None: asyncio's
     default executor)."""
     facts: UpstreamFacts | None = None
@@ -126,7 +126,7 @@ async def plan(
     counter = setup.counter
     if len(raw) >= OFFLOAD_BYTES:
         job = partial(plan_sync, protocol, raw, headers, setup, record, None)
-        planned = await asyncio.get_running_loop().run_in_executor(setup.offload, job)
+        planned = await (setup.offload.run(job) if setup.offload else asyncio.to_thread(job))
     else:
         planned = plan_sync(protocol, raw, headers, setup, record, setup.loaded)
     if isinstance(planned, Plan):

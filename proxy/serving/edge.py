@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 
@@ -14,6 +13,7 @@ from policies.summary_io import SummaryCache
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config
 from proxy.curation.plan import CurationSetup
+from proxy.curation.thread import CurationThread
 from proxy.observability.exchange import Observer
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.observers import Observability
@@ -88,8 +88,8 @@ async def open_edge(
     """The worker's Edge: tokenizers loaded, upstream client and summary caches opened on
     `stack` (closed with it)."""
     counter = TokenCounter(config.models, on_fallback=seen.tokenizer_fallback)
-    offload = ThreadPoolExecutor(1, thread_name_prefix="curator-curate")
-    stack.callback(offload.shutdown, wait=False, cancel_futures=True)
+    offload = CurationThread()
+    stack.callback(offload.close)
     await asyncio.to_thread(preload, counter)
     loaded = {counter.encoding_name(m) for m in PRELOADED_MODELS}
     client = await stack.enter_async_context(open_client(transport))

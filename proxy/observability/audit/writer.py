@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from proxy.config.audit import AuditConfig
+from proxy.heap import HeapTrim
 from proxy.observability.audit.entry import AuditEntry, AuditRecord, RecordBuilder
 from proxy.observability.audit.health import HealthDetail, StoreHealth
 from proxy.observability.audit.ratelog import RateLimitedLog
@@ -77,6 +78,7 @@ class AuditWriter:
         self._queue: queue.Queue[AuditEntry | None] = queue.Queue(max_queue)
         self._prune_interval = prune_interval_s
         self._batch_window = batch_window_s
+        self._trim = HeapTrim()
         self._on_outcome = on_outcome
         self._report = report or RateLimitedLog(log)
         self._counts: dict[WriteOutcome, int] = {"written": 0, "dropped": 0, "failed": 0}
@@ -159,6 +161,7 @@ class AuditWriter:
                 entries = [entry for entry in batch if entry is not None]
                 if entries:
                     self._store(self._build(entries), final=stop)
+                    self._trim()  # a big record's text is freed: give it back
                 if stop:
                     break
                 if time.monotonic() >= next_prune:

@@ -7,7 +7,6 @@ import asyncio
 import logging
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -26,6 +25,7 @@ from policies.summary_io import SummaryRequest
 from policies.tokens import TokenCounter
 from proxy.config.loader import Config, Route, ServerConfig, UpstreamConfig
 from proxy.curation.plan import OFFLOAD_BYTES, CurationSetup, plan
+from proxy.curation.thread import CurationThread
 from proxy.observability.exchange import ExchangeRecord
 from proxy.protocols.chat import CHAT as CHAT_API
 from proxy.serving.app import create_app
@@ -307,7 +307,7 @@ def test_big_bodies_are_always_curated_in_the_curation_thread(size: str, on_loop
     config = make_config({"spy": policy("spy", spy)})
     counter = TokenCounter(config.models)
     counter.encoder("gpt-4o")
-    offload = ThreadPoolExecutor(1, thread_name_prefix="curate")
+    offload = CurationThread()
     setup = CurationSetup(config, counter, {counter.encoding_name("gpt-4o")}, offload)
     text = "hi" if size == "small" else "x " * OFFLOAD_BYTES
     body = orjson.dumps({**TOOL_CHAT, "messages": [{"role": "user", "content": text}]})
@@ -317,9 +317,9 @@ def test_big_bodies_are_always_curated_in_the_curation_thread(size: str, on_loop
         return threading.get_ident()
 
     loop_thread = asyncio.run(planned())
-    offload.shutdown()
+    offload.close()
     assert (spy.seen == [loop_thread]) == on_loop
-    assert (spy.names == ["curate_0"]) == (not on_loop)
+    assert (spy.names == ["curator-curate_0"]) == (not on_loop)
 
 
 def test_chat_records_carry_curation_details() -> None:

@@ -1,0 +1,33 @@
+"""The worker's one curation thread, where big bodies are planned (`proxy.curation.plan`);
+after each it gives freed memory back (`proxy.heap`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from proxy.heap import HeapTrim
+
+T = TypeVar("T")
+
+
+class CurationThread:
+    """One thread that runs planning jobs in order, trimming the heap after them."""
+
+    def __init__(self) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="curator-curate")
+        self.trim = HeapTrim()
+
+    async def run(self, job: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._run, job)
+
+    def _run(self, job: Callable[[], T]) -> T:
+        try:
+            return job()
+        finally:
+            self.trim()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
