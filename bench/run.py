@@ -24,12 +24,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import cases, hol, scaling, servers, streams, upstream
+from bench import cases, hol, latency, scaling, servers, streams, upstream
 from bench.loadgen import have_wrk
 from bench.procs import Processes, StartError, placements
 from bench.report import Row, markdown_table
 
-CASES = ("small", "large", "stream", "hol", "memory", "audit", "scale")
+CASES = ("small", "c1", "large", "stream", "hol", "memory", "audit", "scale")
 SHARED_TIKTOKEN = Path(__file__).resolve().parent.parent.parent / "shared" / "tiktoken"
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -109,6 +109,7 @@ async def run_cases(bench: cases.Bench, names: Sequence[str]) -> list[Row]:
         "large": cases.large,
         "stream": streams.stream,
         "hol": hol.hol,
+        "c1": latency.c1,
         "memory": streams.memory,
     }
     sync_cases: dict[str, Callable[[cases.Bench], list[Row]]] = {

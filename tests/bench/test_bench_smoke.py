@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROXY_ROWS = {
     ("small body, req/s", "proxy passthrough"),
     ("small body, req/s", "proxy coding-agent (nothing to cut)"),
+    ("small body, concurrency 1", "proxy passthrough"),
     ("large 127k -> 32k, warm", "proxy coding-agent"),
     ("large 127k -> 32k, cold", "tiktoken alone (in-process)"),
     ("large 127k -> 32k, cold", "proxy coding-agent, first sight"),
@@ -39,6 +40,8 @@ OTHER_ROWS = {
     ("small body, req/s", "direct upstream (builtin)"),
     ("small body, req/s", "floor (starlette+aiohttp)"),
     ("small body, req/s", "litellm proxy"),
+    ("small body, concurrency 1", "direct upstream"),
+    ("small body, concurrency 1", "floor"),
     ("large 127k -> 32k, warm", "floor"),
     ("stream, time to first byte", "direct upstream (builtin)"),
     ("stream, time to first byte", "floor"),
@@ -46,6 +49,7 @@ OTHER_ROWS = {
 }
 TARGETED = {
     ("small body, req/s", "proxy passthrough"),
+    ("small body, concurrency 1", "proxy passthrough"),
     ("large 127k -> 32k, warm", "proxy coding-agent"),
     ("large 127k -> 32k, cold", "proxy coding-agent, first sight"),
     ("stream, time to first byte", "proxy coding-agent"),
