@@ -16,7 +16,6 @@ import functools
 import os
 import sqlite3
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -31,7 +30,7 @@ from proxy.cli.audit_render import render_diff, render_record, render_table
 from proxy.cli.pipes import run_to_stdout
 from proxy.config.audit import AuditConfig, masked_location, parse_audit
 from proxy.observability.audit.readers.base import Store
-from proxy.observability.audit.readers.query import parse_time, record_conversation
+from proxy.observability.audit.readers.query import record_conversation, time_window
 from proxy.observability.audit.readers.registry import READERS, open_reader, reader_for
 from proxy.observability.audit.sinks.base import StoreUnavailable
 from proxy.observability.audit.sinks.migrations import SchemaTooNew
@@ -176,10 +175,8 @@ def run_diff(args: argparse.Namespace) -> int:
 
 @handled
 def run_export(args: argparse.Namespace) -> int:
-    now = time.time()
     try:
-        since = parse_time(args.since, now=now)
-        until = parse_time(args.until, now=now) if args.until else None
+        since, until = time_window(args.since, args.until)
     except ValueError as exc:
         return _fail(str(exc))
     with open_store(args) as store:

@@ -16,7 +16,6 @@ import argparse
 import csv
 import io
 import sys
-import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -25,7 +24,7 @@ import orjson
 
 from proxy.cli.audit import UsageError, conversation_of, handled_as, open_store
 from proxy.observability.audit.entry import SUMMARIZER
-from proxy.observability.audit.readers.query import parse_time
+from proxy.observability.audit.readers.query import time_window
 from proxy.observability.audit.readers.registry import READERS
 
 DEFAULT_SINCE = "7d"
@@ -114,10 +113,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 @handled_as("report")
 def run(args: argparse.Namespace) -> int:
     """`curator report`: print the rows; a bad store or time is one line on stderr, exit 1."""
-    now = time.time()
     try:
-        since = parse_time(args.since, now=now)
-        until = parse_time(args.until, now=now) if args.until else None
+        since, until = time_window(args.since, args.until)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     with open_store(args) as store:

@@ -5,23 +5,20 @@ shared by every replica is simulated without an export in between."""
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 from proxy.cli.audit import audit_target, conversation_of, open_store
 from proxy.cli.simulate_input import Request, SimulateError, requests_of_records
 from proxy.cli.simulate_model import StoreQuery
 from proxy.config.audit import masked_location
-from proxy.observability.audit.readers.query import parse_time
+from proxy.observability.audit.readers.query import time_window
 
 
 def stored_requests(query: StoreQuery) -> list[Request]:
     """The recorded requests `query` selects, oldest first. Raises `SimulateError` for a
     bad time or a store that cannot be named; the store's own failures propagate."""
-    now = time.time()
     try:
-        since = parse_time(query.since, now=now)
-        until = parse_time(query.until, now=now) if query.until else None
+        since, until = time_window(query.since, query.until)
     except ValueError as exc:
         raise SimulateError(str(exc)) from None
     args = argparse.Namespace(config=query.config, path=query.path, sink=query.sink)

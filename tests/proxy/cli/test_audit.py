@@ -9,9 +9,10 @@ import pytest
 
 from policies.base import Action
 from policies.messages import SUMMARY_PREFIX
-from proxy.cli.audit import main, parse_time
+from proxy.cli.audit import main
 from proxy.cli.audit_render import render_diff
 from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.readers.query import parse_time
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.jsonl import JsonlSink
 from proxy.observability.audit.sinks.sqlite import SqliteSink

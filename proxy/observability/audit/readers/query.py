@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -159,6 +160,13 @@ def clamp(query: Query) -> Query:
     limit = min(max(query.limit, 1), MAX_LIMIT)
     offset = max(query.offset, 0)
     return dataclasses.replace(query, limit=limit, offset=offset)
+
+
+def time_window(since: str, until: str | None) -> tuple[float, float | None]:
+    """`--since` and `--until` (None: now, open-ended) as epoch seconds, read at one `now`.
+    Raises ValueError for a time it cannot read."""
+    now = time.time()
+    return parse_time(since, now=now), (parse_time(until, now=now) if until else None)
 
 
 def parse_time(text: str, *, now: float) -> float:
