@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -26,7 +27,10 @@ README_SHOT = Path(__file__).parents[2] / "docs" / "viewer-request.png"
 
 
 def wait(driver: Any, condition: Any) -> Any:
-    return WebDriverWait(driver, WAIT_S).until(condition)
+    """Until `condition` holds; an element the page replaced while it was read (a navigation
+    between finding it and reading its text) just means "look again"."""
+    retry = (StaleElementReferenceException, NoSuchElementException)
+    return WebDriverWait(driver, WAIT_S, ignored_exceptions=retry).until(condition)
 
 
 def rows(driver: Any) -> list[str]:
