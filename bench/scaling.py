@@ -21,6 +21,7 @@ double here; the floor's req/s with 2 workers shows what the cores allow.
 from __future__ import annotations
 
 import os
+import resource
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import replace
@@ -142,6 +143,7 @@ def scale(bench: Bench) -> list[Row]:
         return _skipped(SCALE_CASE, SCALE_PATHS, str(exc).splitlines()[0], target)
     body = orjson.dumps(conversations.small_request(SMALL_MODEL))
     runs: dict[str, tuple[LoadResult, float]] = {}
+    load_us: dict[str, float] = {}
     servers_under_test = (
         (bench.floor, floor_pid, True),
         (floor2, procs.pid("floor-2w"), False),
@@ -151,14 +153,24 @@ def scale(bench: Bench) -> list[Row]:
     for name, (url, pid, pinned) in zip(SCALE_PATHS, servers_under_test, strict=True):
         # One worker unpinned too, so both counts run under the same rules.
         with _unpinned(pid if pinned else None):
-            before = tree_cpu_s(pid)
+            before, generator = tree_cpu_s(pid), _children_cpu_s()
             result = bench.load(url + CHAT, body, client=anywhere)
             cpu = tree_cpu_s(pid) - before
-        runs[name] = (result, cpu * 1e6 / result.requests if result.requests else float("nan"))
+            generator = _children_cpu_s() - generator
+        per = 1e6 / result.requests if result.requests else float("nan")
+        runs[name], load_us[name] = (result, cpu * per), generator * per
     procs.stop("floor-2w")
     procs.stop("proxy-2w")
     rows = [
-        Row(SCALE_CASE, name, r.rps, r.p50_ms, r.p99_ms, figure=f"{us:.0f} us CPU/request")
+        Row(
+            SCALE_CASE,
+            name,
+            r.rps,
+            r.p50_ms,
+            r.p99_ms,
+            figure=f"{us:.0f} us CPU/request",
+            note=f"load generator {load_us[name]:.0f} us CPU/request",
+        )
         for name, (r, us) in runs.items()
     ]
     (f1, _), (f2, _), (p1, c1), (p2, c2) = (runs[name] for name in SCALE_PATHS)
@@ -171,6 +183,13 @@ def scale(bench: Bench) -> list[Row]:
             met=c2 <= 1.1 * c1,
         )
     return rows
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's finished children: the load generator, once it is done
+    (wrk or `bench.loadgen`, each run as a child and waited for)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 @contextmanager
