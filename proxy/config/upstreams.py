@@ -21,9 +21,12 @@ class UpstreamConfig:
     connect_timeout_s: float = 10.0
     read_timeout_s: float = 600.0
     """Longest silence allowed between two bytes of the response (SSE pauses included)."""
+    discover_models: bool = True
+    """Read `GET {base_url}/models` at start and on reload for the models' context windows
+    (`proxy.upstream.models`); false for an upstream that must not be asked."""
 
 
-UPSTREAM_KEYS = ("base_url", "api_key", "connect_timeout_s", "read_timeout_s")
+UPSTREAM_KEYS = ("base_url", "api_key", "connect_timeout_s", "read_timeout_s", "discover_models")
 
 
 def read_upstreams(
@@ -49,6 +52,7 @@ def read_upstreams(
             api_key=get(data, "api_key", item_path, None, v.optional_text) or None,
             connect_timeout_s=float(connect),
             read_timeout_s=float(silence),
+            discover_models=get(data, "discover_models", item_path, True, v.boolean),
         )
     return upstreams
 

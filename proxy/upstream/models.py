@@ -105,8 +105,9 @@ class UpstreamWindows:
                 await self._task
 
     async def discover(self, client: UpstreamClient, upstreams: Iterable[UpstreamConfig]) -> None:
-        """Read every upstream's model list now; a failed one keeps what it had."""
-        configs = list(upstreams)
+        """Read every upstream's model list now; a failed one keeps what it had, and one with
+        `discover_models: false` is never asked (and forgets what it had)."""
+        configs = [u for u in upstreams if u.discover_models]
         lists = await asyncio.gather(*(_fetch(client, u) for u in configs))
         names = {u.name for u in configs}
         updated = {n: w for n, w in self._by_upstream.items() if n in names}

@@ -107,6 +107,9 @@ def test_defaults_for_optional_keys(tmp_path: Path) -> None:
     assert config.server == ServerConfig()
     assert config.upstreams["openai"].api_key is None
     assert config.upstreams["openai"].read_timeout_s == 600.0
+    assert config.upstreams["openai"].discover_models is True
+    quiet = load(tmp_path, MINIMAL.replace("}\npolicies", ", discover_models: false}\npolicies"))
+    assert quiet.upstreams["openai"].discover_models is False
     assert config.models.overrides == ()
     assert config.routes[0].match == RouteMatch()
     assert config.routes[0].allow_policy_header is False
@@ -212,6 +215,10 @@ ERRORS = [
     (
         MINIMAL.replace("}\npolicies", ", connect_timeout_s: 0}\npolicies"),
         "config.yaml:2: upstreams.openai.connect_timeout_s: expected a number > 0, got an integer",
+    ),
+    (
+        MINIMAL.replace("}\npolicies", ", discover_models: maybe}\npolicies"),
+        "config.yaml:2: upstreams.openai.discover_models: expected true or false, got a string",
     ),
     (
         MINIMAL.replace("}\npolicies", ", read_timeout_s: soon}\npolicies"),

@@ -100,3 +100,26 @@ def test_a_failed_discovery_keeps_what_the_last_one_found() -> None:
         return windows
 
     assert asyncio.run(run()).window("a", "m") == 4096
+
+
+def test_an_upstream_with_discovery_off_is_never_asked_and_forgets() -> None:
+    asked: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.host)
+        return httpx.Response(200, content=listing({"id": "m", "max_model_len": 4096}))
+
+    quiet = UpstreamConfig("b", "http://b.test/v1", discover_models=False)
+
+    async def run() -> UpstreamWindows:
+        windows = UpstreamWindows()
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            await windows.discover(HttpxClient(client), [upstream("a"), upstream("b")])
+            assert windows.window("b", "m") == 4096
+            await windows.discover(HttpxClient(client), [upstream("a"), quiet])  # a reload
+        return windows
+
+    windows = asyncio.run(run())
+    assert asked == ["a.test", "b.test", "a.test"]
+    assert windows.window("a", "m") == 4096
+    assert windows.window("b", "m") is None
