@@ -122,6 +122,18 @@ class Reader:
             names = ", ".join(repr(key) for key in missing)
             self.problems.add(path, f"missing required key{plural} {names}")
 
+    def globs(self, value: object, path: KeyPath) -> list[tuple[str, Any, KeyPath]]:
+        """`named` for a mapping keyed by model-name globs: a glob that can never match is
+        reported and left out."""
+        out = []
+        for glob, item, item_path in self.named(value, path):
+            problem = glob_problem(glob)
+            if problem is None:
+                out.append((glob, item, item_path))
+            else:
+                self.problems.add(item_path, f"model glob {glob!r} can never match: {problem}")
+        return out
+
     def named(self, value: object, path: KeyPath) -> list[tuple[str, Any, KeyPath]]:
         """(name, value, path) for each entry of a `name: ...` mapping with a string name."""
         items = self.mapping(value, path)

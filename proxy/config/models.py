@@ -16,11 +16,7 @@ def read_models(read: Reader, value: object, path: KeyPath) -> list[tuple[str, M
 
     encodings = sorted(tiktoken.list_encoding_names())
     found: list[tuple[str, ModelInfo]] = []
-    for glob, item, item_path in read.named(value, path):
-        problem = v.glob_problem(glob)
-        if problem is not None:
-            read.problems.add(item_path, f"model glob {glob!r} can never match: {problem}")
-            continue
+    for glob, item, item_path in read.globs(value, path):
         data = read.mapping(item, item_path, MODEL_KEYS)
         if data is None:
             continue

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from policies import validate as v
 from policies.pricing import Price, PriceTable
 from policies.validate import Reader
 from policies.yamlsrc import KeyPath
@@ -25,11 +24,7 @@ KEYS = ("input", "cached_input", "output")
 def read_prices(read: Reader, value: object, path: KeyPath) -> PriceTable:
     """Read a `prices:` mapping, reporting problems into the loader's shared `Reader`."""
     entries: list[tuple[str, Price]] = []
-    for glob, item, item_path in read.named(value, path):
-        problem = v.glob_problem(glob)
-        if problem is not None:
-            read.problems.add(item_path, f"model glob {glob!r} can never match: {problem}")
-            continue
+    for glob, item, item_path in read.globs(value, path):
         data = read.mapping(item, item_path, KEYS)
         if data is None:
             continue

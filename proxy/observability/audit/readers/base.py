@@ -6,7 +6,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from proxy.observability.audit.sinks.base import TOOLS_REF
+import orjson
+
+from proxy.observability.audit.sinks.base import DIGEST_SIZE, TOOLS_REF
 
 
 def resolve_tools(
@@ -18,6 +20,15 @@ def resolve_tools(
     if isinstance(ref, str) and fetch is not None:
         record["tools"] = fetch([bytes.fromhex(ref)])[0]
     return record
+
+
+def stored_summary(fields: bytes, n_original: int | None, n_curated: int | None) -> dict[str, Any]:
+    """A summary row from a content-addressed store: the fields, and message counts from
+    the lengths of the digest columns (`curated` NULL: the model saw the original)."""
+    summary = resolve_tools(orjson.loads(fields), None)
+    summary["messages"] = (n_original or 0) // DIGEST_SIZE
+    summary["curated_messages"] = (n_curated or n_original or 0) // DIGEST_SIZE
+    return summary
 
 
 class Store(Protocol):

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import psycopg
 
-from proxy.observability.audit.readers.base import resolve_tools
+from proxy.observability.audit.readers.base import resolve_tools, stored_summary
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -28,7 +28,7 @@ from proxy.observability.audit.readers.query import (
     summary,
 )
 from proxy.observability.audit.sinks import postgres_schema as schema
-from proxy.observability.audit.sinks.base import DIGEST_SIZE, StoreUnavailable, split_digests
+from proxy.observability.audit.sinks.base import StoreUnavailable, split_digests
 
 _FULL = "SELECT fields, original, curated FROM audit_records "
 CHUNK = 1000
@@ -55,13 +55,7 @@ class PostgresReader:
             "WHERE %s::text IS NULL OR route = %s ORDER BY time DESC, uid LIMIT %s",
             (route, route, limit),
         ).fetchall()
-        out = []
-        for fields, n_original, n_curated in rows:
-            summary = resolve_tools(orjson.loads(fields), None)
-            summary["messages"] = (n_original or 0) // DIGEST_SIZE
-            summary["curated_messages"] = (n_curated or n_original or 0) // DIGEST_SIZE
-            out.append(summary)
-        return out
+        return [stored_summary(*row) for row in rows]
 
     def get(self, record_id: str) -> dict[str, Any] | None:
         """The record with this id, or the only one whose id starts with it."""

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 
 from policies.messages import text_of
-from proxy.observability.audit.readers.base import resolve_tools
+from proxy.observability.audit.readers.base import resolve_tools, stored_summary
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -42,13 +42,7 @@ class SqliteReader:
             f"{where}ORDER BY time DESC, seq DESC LIMIT ?",
             params,
         ).fetchall()
-        out = []
-        for fields, n_original, n_curated in rows:
-            summary = resolve_tools(orjson.loads(fields), None)
-            summary["messages"] = (n_original or 0) // DIGEST_SIZE
-            summary["curated_messages"] = (n_curated or n_original or 0) // DIGEST_SIZE
-            out.append(summary)
-        return out
+        return [stored_summary(*row) for row in rows]
 
     def get(self, record_id: str) -> dict[str, Any] | None:
         """The record with this id, or the only one whose id starts with it."""
