@@ -14,7 +14,9 @@ rewritten exactly once, on the turn its first repeat arrives, and is the same by
 then on however many copies follow (a pointer depends only on that copy and its next
 one). That one rewrite breaks the provider's cache at the old copy, so a chain that also
 clears old tool uses should run `tool_use_clearing` first: old copies are then already
-cleared, and dedupe only rewrites within the recent, uncleared tail.
+cleared, and dedupe only rewrites within the recent, uncleared tail. With `min_fill`
+(`policies.fill`), copies are replaced oldest first and stop before the prompt would fall
+below that share of the budget.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import ClassVar
 
 import orjson
 
-from policies import params
+from policies import fill, params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.messages import Message, ResultNames, is_result, opens_block, role
 
@@ -45,15 +47,16 @@ class Dedupe:
     name: ClassVar[str] = "dedupe"
 
     min_tokens: int = 50
+    min_fill: float = 0.0
 
     def __post_init__(self) -> None:
         params.integer("min_tokens", self.min_tokens, minimum=0)
+        object.__setattr__(self, "min_fill", fill.check(self.min_fill))
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
         pinned = ctx.pinned(messages)
         later: dict[str | bytes, str] = {}  # content -> the nearest later copy seen so far
-        out = list(messages)
-        actions: list[Action] = []
+        edits: list[tuple[int, Message, Action]] = []
         for i, reference, content in reversed(_candidates(messages, ctx)):
             next_copy = later.get(content)
             later[content] = reference
@@ -67,12 +70,17 @@ class Dedupe:
             new = ctx.with_content(msg, pointer(next_copy, before - empty))
             saved = before - ctx.count(new)
             if saved > 0:
-                out[i] = new
                 reason = f"repeated later as {next_copy}: kept that copy only"
-                actions.append(Action(self.name, "replace", (i,), saved, reason))
-        if not actions:
-            return CuratorOutput(list(messages))
-        return CuratorOutput(out, tuple(reversed(actions)))
+                edits.append((i, new, Action(self.name, "replace", (i,), saved, reason)))
+        out = list(messages)
+        actions: list[Action] = []
+        floor = fill.floor(messages, ctx, self.min_fill)
+        for i, new, action in reversed(edits):  # oldest first
+            if not floor.allows(action.tokens_removed):
+                break
+            out[i] = new
+            actions.append(action)
+        return CuratorOutput(out, tuple(actions)) if actions else CuratorOutput(list(messages))
 
 
 def _candidates(

@@ -16,6 +16,9 @@ messages are never touched, nor is the last unit (with `keep_recent_turns: 0` ev
 message is older). Placeholders are far shorter than the smallest threshold, so curating
 again changes nothing.
 
+With `min_fill` (`policies.fill`), rewrites go oldest first and stop before the prompt would
+fall below that share of the budget.
+
 Prefix caching. A message is rewritten the turn it stops being recent, and from then on to
 the same bytes every turn (a placeholder depends only on that content), so the cache
 breaks at most at that message, once per user turn.
@@ -27,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from policies import params
+from policies import fill, params
 from policies.base import Action, ActionKind, CurationContext, CuratorOutput
 from policies.describe import content_bytes, content_chars, describe, size_label
 from policies.errors import ParamError
@@ -67,8 +70,10 @@ class HistoryRetention:
     keep_recent_turns: int = 2
     user: Mode = "summary"
     tool: Mode = "summary"
+    min_fill: float = 0.0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "min_fill", fill.check(self.min_fill))
         params.integer("threshold_chars", self.threshold_chars, minimum=MIN_THRESHOLD_CHARS)
         params.integer("keep_recent_turns", self.keep_recent_turns, minimum=0)
         object.__setattr__(self, "user", _mode("user", self.user))
@@ -81,6 +86,7 @@ class HistoryRetention:
         old = self._old_before(messages)
         out: list[Message] = []
         actions: list[Action] = []
+        floor = fill.floor(messages, ctx, self.min_fill)
         for i, msg in enumerate(messages):
             mode = self._mode_for(msg)
             if mode == "full" or i >= old or i in pinned:
@@ -90,7 +96,11 @@ class HistoryRetention:
                 out.append(msg)
                 continue
             new, kind, done = self._apply(messages, i, mode, ctx)
-            actions.append(self._action(msg, new, kind, done, i, ctx))
+            action = self._action(msg, new, kind, done, i, ctx)
+            if not floor.allows(action.tokens_removed):
+                out.extend(messages[i:])
+                break
+            actions.append(action)
             if new is not None:
                 out.append(new)
         return CuratorOutput(out if actions else list(messages), tuple(actions))

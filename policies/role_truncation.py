@@ -21,6 +21,9 @@ steps like token_budget's cut: cut points are the first unit boundaries at or pa
 multiple of `(1 - low_water) * max_messages` droppable messages counted from the start
 of the conversation, so appending messages leaves the cut in place until it must move,
 and then it jumps by about that many messages. `low_water: 1.0` drops the minimum.
+
+With `min_fill` (`policies.fill`), drops and then shortenings go oldest first and stop
+before the prompt would fall below that share of the budget: the cap yields to the budget.
 """
 
 from __future__ import annotations
@@ -33,10 +36,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from policies import params
+from policies import fill, params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.errors import ParamError
-from policies.messages import SUMMARY_PREFIX, Message, role, turn_starts, units
+from policies.messages import SUMMARY_PREFIX, Message, Unit, role, turn_starts, units
 
 LIMITABLE_ROLES = frozenset({"user", "assistant", "tool", "function"})
 LIMIT_KEYS = ("max_chars",)
@@ -87,6 +90,7 @@ class RoleTruncation:
     keep_recent_turns: int = 2
     max_messages: int | None = 200
     low_water: float = 1.0
+    min_fill: float = 0.0
     limits: tuple[tuple[str, int], ...] = field(init=False, default=(), repr=False)
 
     def __post_init__(self) -> None:
@@ -102,19 +106,24 @@ class RoleTruncation:
         object.__setattr__(
             self, "low_water", params.ratio("low_water", self.low_water, allow_zero=False)
         )
+        object.__setattr__(self, "min_fill", fill.check(self.min_fill))
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
         if not messages:
             return CuratorOutput([])
         pinned = ctx.pinned(messages)
         actions: list[Action] = []
-        dropped = self._drop_over_cap(messages, pinned, ctx, actions)
+        floor = fill.floor(messages, ctx, self.min_fill)
+        dropped = self._drop_over_cap(messages, pinned, ctx, actions, floor)
         out: list[Message] = []
         old = self._old_before(messages)
         for i, msg in enumerate(messages):
             if i in dropped:
                 continue
             cut = self._shorten(msg) if i < old and i not in pinned else None
+            if cut is not None and not floor.allows(ctx.count(msg) - ctx.count(cut)):
+                old = i  # the floor is reached: nothing after this is shortened
+                cut = None
             if cut is not None:
                 saved = ctx.count(msg) - ctx.count(cut)
                 chars = _text_length(msg)
@@ -154,6 +163,7 @@ class RoleTruncation:
         pinned: frozenset[int],
         ctx: CurationContext,
         actions: list[Action],
+        floor: fill.Floor,
     ) -> frozenset[int]:
         """Indexes of the oldest units dropped to meet `max_messages` (see the docstring)."""
         if self.max_messages is None or len(messages) <= self.max_messages:
@@ -164,6 +174,12 @@ class RoleTruncation:
         cap = self.max_messages
         excess = len(messages) - cap
         k = self._units_to_drop([u.stop - u.start for u in droppable], excess, cap)
+        k = next(
+            (j for j, u in enumerate(droppable[:k]) if not floor.allows(_tokens(messages, u, ctx))),
+            k,
+        )
+        if not k:
+            return frozenset()
         gone = [i for u in droppable[:k] for i in u.indexes()]
         tokens = sum(ctx.count(messages[i]) for i in gone)
         reason = f"dropped the {k} oldest unit(s): {len(messages)} messages, over the cap of {cap}"
@@ -201,3 +217,7 @@ def _text_length(msg: Message) -> int:
     content = msg.get("content")
     text = content if isinstance(content, str) else _joined_text(content)
     return len(text or "")
+
+
+def _tokens(messages: Sequence[Message], unit: Unit, ctx: CurationContext) -> int:
+    return sum(ctx.count(messages[i]) for i in unit.indexes())

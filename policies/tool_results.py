@@ -9,6 +9,8 @@ Shapes: string content is cut. A content array made only of text parts is cut as
 joined text and becomes one text part (keeping the first part's other keys); arrays with
 images, audio or files are left alone, since cutting them would mean guessing which part
 matters. The newest `keep_recent` results stay whole: the model is usually acting on them.
+With `min_fill` (`policies.fill`), cuts go oldest first and stop before the prompt would
+fall below that share of the budget.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from policies import params
+from policies import fill, params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.messages import Message, ResultNames, is_result, opens_block, role
 from policies.shorten import Cut, as_content, cuttable_text, head_only, head_tail
@@ -39,9 +41,11 @@ class ToolResultTruncation:
     keep_recent: int = 2
     head_ratio: float = 0.7
     exclude_tools: tuple[str, ...] = ()
+    min_fill: float = 0.0
 
     def __post_init__(self) -> None:
         params.integer("max_tokens", self.max_tokens, minimum=1)
+        object.__setattr__(self, "min_fill", fill.check(self.min_fill))
         params.integer("keep_recent", self.keep_recent, minimum=0)
         object.__setattr__(
             self, "head_ratio", params.ratio("head_ratio", self.head_ratio, allow_zero=True)
@@ -54,6 +58,7 @@ class ToolResultTruncation:
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
         out = list(messages)
         actions: list[Action] = []
+        floor = fill.floor(messages, ctx, self.min_fill)
         for i, tool in self._candidates(messages, ctx):
             msg = messages[i]
             before = ctx.count(msg)
@@ -63,8 +68,10 @@ class ToolResultTruncation:
             cut = self._cut_message(msg, before, ctx)
             if cut is None:
                 continue
-            out[i] = cut
             after = ctx.count(cut)
+            if not floor.allows(before - after):
+                break
+            out[i] = cut
             label = f"{tool!r} result" if tool else "tool result"
             reason = f"{label} cut from {before:,} to {after:,} tokens"
             actions.append(Action(self.name, "truncate", (i,), before - after, reason))

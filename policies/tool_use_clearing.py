@@ -20,7 +20,8 @@ first block where its savings reach `clear_at_least`; only whole chunks are clea
   instead of every turn, and never for a small gain;
 - `clear_at_least: 0` clears everything older than the newest `keep` results each turn.
 Curating again changes nothing: cleared results save nothing more, so what is left never
-completes a chunk.
+completes a chunk. With `min_fill` (`policies.fill`), chunks are cleared oldest first and
+stop before the prompt would fall below that share of the budget.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from policies import params
+from policies import fill, params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.describe import content_bytes, size_label
 from policies.messages import Message, ResultNames, Unit, opens_block, role, units
@@ -69,8 +70,10 @@ class ToolUseClearing:
     clear_at_least: int = 0
     exclude_tools: tuple[str, ...] = ()
     clear_arguments: bool = False
+    min_fill: float = 0.0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "min_fill", fill.check(self.min_fill))
         params.integer("trigger_tokens", self.trigger_tokens, minimum=0)
         params.integer("keep", self.keep, minimum=0)
         params.integer("clear_at_least", self.clear_at_least, minimum=0)
@@ -82,8 +85,13 @@ class ToolUseClearing:
         if total <= self.trigger_tokens:
             return CuratorOutput(list(messages))
         blocks = self._clearable(messages, ctx)
-        chosen = blocks[: self._blocks_to_clear([b.saved for b in blocks])]
-        chosen = [b for b in chosen if b.replaced]
+        floor = fill.floor(messages, ctx, self.min_fill)
+        cleared = 0
+        for end in self._chunk_ends([b.saved for b in blocks]):
+            if not floor.allows(sum(b.saved for b in blocks[cleared:end])):
+                break
+            cleared = end
+        chosen = [b for b in blocks[:cleared] if b.replaced]
         if not chosen:
             return CuratorOutput(list(messages))
         out = list(messages)
@@ -101,20 +109,22 @@ class ToolUseClearing:
             actions.append(Action(self.name, "replace", indexes, block.saved, reason))
         return CuratorOutput(out, tuple(actions))
 
-    def _blocks_to_clear(self, savings: list[int]) -> int:
-        """How many of the oldest clearable blocks to clear: whole chunks only.
+    def _chunk_ends(self, savings: list[int]) -> list[int]:
+        """Where each whole chunk of the oldest clearable blocks ends (exclusive).
 
         Chunks are cut greedily from the start of the conversation: each ends at the first
         block where its savings reach `clear_at_least`. A later block never moves an earlier
         chunk's end, so the cleared region only grows, a chunk at a time.
         """
         step = max(1, self.clear_at_least)
-        cleared = chunk = 0
+        ends: list[int] = []
+        chunk = 0
         for k, saved in enumerate(savings, 1):
             chunk += saved
             if chunk >= step:
-                cleared, chunk = k, 0
-        return cleared
+                ends.append(k)
+                chunk = 0
+        return ends
 
     def _clearable(self, messages: Sequence[Message], ctx: CurationContext) -> list[_Block]:
         """The blocks older than the newest `keep` results, oldest first, with their savings."""

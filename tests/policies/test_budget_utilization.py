@@ -8,17 +8,22 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies import invariants
 from policies.base import PinSpec
 from policies.budget import TokenBudget
+from policies.loader import load_preset
 from tests import factories as f
 from tests.strategies import agent_sessions, conversations
 
 Msgs = list[dict[str, Any]]
 FILL = 0.85
+SHIPPED = ("default", "chat")
+"""The presets whose every cut stops at 85% of the budget (coding-agent's clearing cuts
+for cost, whatever the window)."""
 MIN_BUDGET = 1000
 """Below this, one short message is already a large share of the budget: no curator can
 cut finely enough to promise a share, and no real window is that small."""
@@ -45,3 +50,23 @@ def test_over_budget_input_fills_the_budget(
     assert invariants.check(messages, out.messages, ctx, budget=ctx.budget) == []
     again = TokenBudget(low_water=low_water).curate(out.messages, ctx)
     assert again.messages == out.messages
+
+
+@pytest.mark.parametrize("preset", SHIPPED)
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(conversations(), agent_sessions()), st.floats(0.05, 0.99))
+def test_every_shipped_preset_fills_the_budget(
+    preset: str, messages: Msgs, fraction: float
+) -> None:
+    """The cost curators of the presets (truncation, clearing, retention, the message cap)
+    stop at `min_fill`, so the chain as a whole never starves an over-budget prompt."""
+    policy = load_preset(preset)
+    ctx = f.ctx(budget=max(1, int(fraction * f.tokens(messages))), pins=policy.pins)
+    result = policy.chain.run(messages, ctx, check=True)
+    if f.floor_tokens(messages, ctx) > ctx.budget:
+        return
+    used = f.tokens(result.messages)
+    assert used <= ctx.budget
+    if ctx.budget >= MIN_BUDGET:
+        assert used >= FILL * ctx.budget, (used, ctx.budget)
+    assert policy.chain.run(result.messages, ctx).messages == result.messages
