@@ -2,7 +2,9 @@
 proxied upstream when its method and path are fit to forward (`proxy.serving.paths`); other paths
 get OpenAI-shaped 404s and 405s.
 
-Starlette does the lifespan and everything but `/v1/*`, which is a pure-ASGI endpoint
+WebSocket sessions under `/v1/` are relayed to the route's upstream
+(`proxy.serving.websocket`). Starlette does the lifespan and everything but `/v1/*`, which
+is a pure-ASGI endpoint
 (`proxy.serving.forwarding`): the relay needs the raw `receive` (to notice a client
 leaving) and raw header bytes, and a Request/StreamingResponse round trip costs throughput
 for nothing. The lifespan opens the
@@ -32,9 +34,10 @@ from proxy.observability.exchange import (
 from proxy.observability.observers import metrics_routes, open_observability, viewer_routes
 from proxy.serving.edge import open_edge
 from proxy.serving.forwarding import proxy_endpoint
-from proxy.serving.guard import Guard, Inflight
+from proxy.serving.guard import Guard, Inflight, KeyRing
 from proxy.serving.paths import error_handlers
 from proxy.serving.reload import WATCH_INTERVAL_S, reloading
+from proxy.serving.websocket import relay_websocket
 from proxy.types import ASGIApp, Receive, Scope, Send
 
 MAX_BODY_BYTES = 64 * 1024 * 1024
@@ -82,6 +85,7 @@ def create_app(
     ]
     return CuratorApp(
         Guard(proxy_endpoint, config=config, inflight=inflight),
+        KeyRing(config.auth.keys),
         routes=routes,
         middleware=[Middleware(Guard, config=config, inflight=inflight)],
         exception_handlers=error_handlers(tuple(route.path for route in routes)),
@@ -99,13 +103,18 @@ class CuratorApp(Starlette):
     which logs it and answers 500 if nothing was sent yet, as Starlette's middleware would.
     """
 
-    def __init__(self, proxied: ASGIApp, **starlette: Any) -> None:
+    def __init__(self, proxied: ASGIApp, keys: KeyRing, **starlette: Any) -> None:
         super().__init__(**starlette)
         self._proxied = proxied
+        self._keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
-            await self._proxied(scope, receive, send)
+        if scope["type"] != "lifespan" and scope["path"].startswith("/v1/"):
+            if scope["type"] == "http":
+                await self._proxied(scope, receive, send)
+            else:  # a WebSocket session (proxy.serving.websocket)
+                edge = scope["state"]["edge"].current
+                await relay_websocket(scope, receive, send, edge, self._keys)
         else:
             await super().__call__(scope, receive, send)
 

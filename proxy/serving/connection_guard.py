@@ -180,6 +180,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._head_bytes = 0
+        if self.parser.should_upgrade() and self._should_upgrade():
+            self._phase = APP  # a WebSocket upgrade: the WebSocket protocol takes over
+            return
         if self.cycle.response_complete and not self.pipeline:
             # Answered before its body ended (/healthz does not read one): wait for the
             # next head now, since `on_response_complete` has already run.

@@ -142,7 +142,7 @@ class Guard:
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         served = scope  # the server's own scope (the connection guard flags a body timeout there)
         if self._keys:
-            presented = _presented(headers)
+            presented = presented_credential(headers)
             if not self._keys.accepts(presented):
                 await _answer(scope, send, invalid_proxy_key(), (b"www-authenticate", b"Bearer"))
                 return
@@ -173,7 +173,7 @@ class Guard:
             inflight.count -= 1
 
 
-def _presented(headers: Sequence[tuple[bytes, bytes]]) -> bytes | None:
+def presented_credential(headers: Sequence[tuple[bytes, bytes]]) -> bytes | None:
     """The credential a request presents, as an Authorization value (Azure's api-key too)."""
     api_key = _first(headers, API_KEY)
     if api_key is not None and _first(headers, AUTHORIZATION) is None:

@@ -15,7 +15,6 @@ from tests import factories as f
 from tests.e2e.conftest import SMALL_MODEL, SMALL_WINDOW
 from tests.fakes import responses_items as r
 from tests.fakes.upstream import Behavior, FakeOpenAI, ToolCall
-from tests.hardening import raw_http
 
 pytestmark = pytest.mark.e2e
 
@@ -160,22 +159,3 @@ def test_a_tool_loop_outgrowing_the_window_is_curated_and_always_accepted(
         items.append(r.function_output(call.id, f.long_text(700, f"line{turn}")))
     assert curated >= 3
     assert any(i.get("type") == "reasoning" for i in fake.last.json()["input"])
-
-
-def test_a_websocket_upgrade_is_refused_and_never_forwarded(
-    proxy_origin: str, fake: FakeOpenAI
-) -> None:
-    """WebSocket mode is not relayed (yet): the server refuses the upgrade before the app,
-    so nothing reaches the upstream and no proxy-key check can be bypassed."""
-    port = int(proxy_origin.rsplit(":", 1)[1])
-    upgrade = {
-        "Upgrade": "websocket",
-        "Connection": "Upgrade",
-        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
-        "Sec-WebSocket-Version": "13",
-    }
-    with raw_http.connect(port) as sock:
-        sock.sendall(raw_http.request_head("GET", RESPONSES, upgrade, port=port))
-        response = raw_http.read_response(sock)
-    assert response.status in (400, 403)  # the HTTP parser's refusal, or Starlette's
-    assert fake.requests == []

@@ -27,12 +27,14 @@ import tiktoken
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from tests.fakes import openai_rules as rules
 from tests.fakes import responses_rules
 from tests.fakes.caching import PromptCache
+from tests.fakes.realtime import realtime_endpoint
 
 JSON = (b"content-type", b"application/json")
 
@@ -109,6 +111,8 @@ class FakeOpenAI:
     """Set when a client left before a response finished."""
     cache: PromptCache | None = None
     """When set, chat usage reports `prompt_tokens_details.cached_tokens` from it."""
+    ws_closed: list[int] = field(default_factory=list)
+    """The close code of each WebSocket session a client ended."""
     _script: deque[Behavior] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
@@ -122,6 +126,7 @@ class FakeOpenAI:
         self.sent.clear()
         self._script.clear()
         self.disconnected.clear()
+        self.ws_closed.clear()
 
     @property
     def last(self) -> Recorded:
@@ -138,6 +143,9 @@ class FakeOpenAI:
                 Route("/v1/models", self._models, methods=["GET"]),
                 Route("/v1/embeddings", self._embeddings, methods=["POST"]),
                 Route("/v1/{rest:path}", _not_found, methods=["GET", "POST", "DELETE", "PUT"]),
+                WebSocketRoute(
+                    "/v1/{rest:path}", realtime_endpoint(self._handshake, self.ws_closed)
+                ),
             ]
         )
 
@@ -151,6 +159,13 @@ class FakeOpenAI:
         payload = {"object": "list", "data": [item], "model": body.get("model")}
         payload["usage"] = {"prompt_tokens": 3, "total_tokens": 3}
         return Response(orjson.dumps(payload), 200, _headers(request))
+
+    def _handshake(self, websocket: WebSocket) -> None:
+        scope = websocket.scope
+        headers = tuple(scope["headers"])
+        self.requests.append(
+            Recorded("WEBSOCKET", scope["path"], scope["query_string"], headers, b"")
+        )
 
     def window(self, model: str) -> int:
         return self.windows.get(model, self.default_window)
