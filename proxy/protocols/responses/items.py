@@ -28,11 +28,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, NamedTuple
 
 import orjson
 
-from proxy.protocols.responses.kinds import CALLS, OUTPUTS, ROLES, call_id, output_id
+from proxy.protocols.responses.grouping import KINDS, Builder, GroupKind
+from proxy.protocols.responses.kinds import call_id, output_id
 from proxy.protocols.responses.parts import to_neutral_content
 
 GROUP = "_responses_group"
@@ -40,18 +41,10 @@ GROUP = "_responses_group"
 INSTRUCTIONS = -1
 """`GROUP` of the system message standing for `instructions`."""
 
-GroupKind = Literal["message", "calls", "output", "opaque"]
-_KINDS: dict[object, str] = {
-    "message": "message",
-    "reasoning": "reasoning",
-    **dict.fromkeys(CALLS, "call"),
-    **dict.fromkeys(OUTPUTS, "output"),
-}
 
-
-@dataclass(frozen=True, slots=True)
-class Group:
-    """The items one neutral message stands for, in order."""
+class Group(NamedTuple):
+    """The items one neutral message stands for, in order (a tuple: one is made per
+    message of every request, and a frozen dataclass costs ten times as much to build)."""
 
     kind: GroupKind
     items: tuple[int, ...]
@@ -76,113 +69,13 @@ class Mapped:
         return self.messages[n + self.offset]
 
 
-class _Builder:
-    """Walks the items once, grouping them; local to one `to_neutral` call."""
-
-    __slots__ = (
-        "approvals",
-        "block",
-        "groups",
-        "items",
-        "kinds",
-        "open",
-        "pending",
-        "primaries",
-        "riders",
-    )
-
-    def __init__(self, items: Sequence[Mapping[str, Any]]) -> None:
-        self.items = items
-        self.groups: list[list[int]] = []
-        self.kinds: list[GroupKind] = []
-        self.primaries: list[int] = []
-        self.riders: list[int] = []
-        """Reasoning items waiting for the item they belong to."""
-        self.pending: dict[str, int] = {}
-        self.open = 0
-        """Calls still waiting for their output."""
-        self.block = -1
-        """The group later calls join: an assistant message or calls with no output yet."""
-        self.approvals: frozenset[str] | None = None
-
-    def add(self, i: int, item: Mapping[str, Any]) -> str | None:
-        t = item.get("type")
-        # Only a string type can name a kind (any JSON value may come: a list is unhashable).
-        k = _KINDS.get(t, "opaque") if type(t) is str else "message" if t is None else "opaque"
-        if k == "reasoning":
-            self.riders.append(i)
-            return None
-        if k == "output":
-            return self._output(i, item)
-        if k == "call" and t == "mcp_approval_request" and call_id(item) not in self._answered():
-            k = "opaque"  # the model may leave it pending: a unit of its own
-        if k == "call":
-            cid = call_id(item) or ""
-            self.pending[cid] = self.pending.get(cid, 0) + 1
-            self.open += 1
-            if self.block >= 0:
-                self.groups[self.block].extend(self.riders)
-                self.groups[self.block].append(i)
-                self.kinds[self.block] = "calls"
-                self.riders.clear()
-                return None
-            self.block = self._group("calls", i, -1)
-            return None
-        if self.open:
-            return "unanswered_call"
-        said = k == "message" and item.get("role") in ROLES and "content" in item
-        n = self._group("message" if said else "opaque", i, i)
-        self.block = n if said and item.get("role") == "assistant" else -1
-        return None
-
-    def _answered(self) -> frozenset[str]:
-        if self.approvals is None:  # once, and only for a list holding approval requests
-            self.approvals = _approvals(self.items)
-        return self.approvals
-
-    def _output(self, i: int, item: Mapping[str, Any]) -> str | None:
-        if self.riders:
-            return "reasoning_before_output"
-        cid = output_id(item)
-        left = self.pending.get(cid, 0) if cid is not None else 0
-        if not left:
-            return "unpaired_output"
-        self.pending[cid] = left - 1  # type: ignore[index]  # cid is a str when left > 0
-        self.open -= 1
-        self.block = -1
-        self._group("output", i, i)
-        return None
-
-    def _group(self, k: GroupKind, i: int, primary: int) -> int:
-        self.groups.append([*self.riders, i])
-        self.kinds.append(k)
-        self.primaries.append(primary)
-        self.riders.clear()
-        return len(self.groups) - 1
-
-    def finish(self) -> str | None:
-        if self.riders:
-            return "orphan_reasoning"
-        return "unanswered_call" if self.open else None
-
-
-def _approvals(items: Sequence[Mapping[str, Any]]) -> frozenset[str]:
-    """The approval request ids some `mcp_approval_response` answers."""
-    return frozenset(
-        item["approval_request_id"]
-        for item in items
-        if item.get("type") == "mcp_approval_response"
-        and type(item.get("approval_request_id")) is str
-    )
-
-
 def to_neutral(items: Sequence[object], instructions: object = None) -> Mapped | str:
     """The mapped request, or why it cannot be curated (a skip reason)."""
     for item in items:  # a plain loop: this runs on every request
         if type(item) is not dict:
             return "bad_items"
     checked: Sequence[Mapping[str, Any]] = items  # type: ignore[assignment]
-    builder = _Builder(checked)
+    builder = Builder(checked)
     add = builder.add
     for i, item in enumerate(checked):
         problem = add(i, item)
@@ -199,10 +92,56 @@ def to_neutral(items: Sequence[object], instructions: object = None) -> Mapped |
         messages.append({"role": "system", "content": content, GROUP: INSTRUCTIONS})
     shape = zip(builder.kinds, builder.groups, builder.primaries, strict=True)
     for n, (k, ids, primary) in enumerate(shape):
-        group = _frozen(checked, k, tuple(ids), primary)
+        if len(ids) == 1 and (k == "message" or k == "output"):
+            group, message = _single(checked[primary], k, primary, n)  # most groups
+        elif k != "calls" or (found := _function_calls(checked, ids, primary, n)) is None:
+            group = _frozen(checked, k, tuple(ids), primary)
+            message = _message(checked, group, n)
+        else:
+            group, message = found
         groups.append(group)
-        messages.append(_message(checked, group, n))
+        messages.append(message)
     return Mapped(checked, messages, tuple(groups), 0 if instructions is None else 1)
+
+
+def _single(
+    item: Mapping[str, Any], k: GroupKind, primary: int, n: int
+) -> tuple[Group, dict[str, Any]]:
+    """A message or a call output alone: what `_frozen` and `_message` make of it, inlined."""
+    value = item.get("output" if k == "output" else "content")
+    editable = type(value) is str or type(value) is list
+    content = value if type(value) is str else to_neutral_content(value)
+    if k == "message":
+        message = {"role": item["role"], "content": content, GROUP: n}
+    else:
+        result = content if editable else [item]
+        message = {"role": "tool", "tool_call_id": output_id(item), "content": result, GROUP: n}
+    return Group(k, (primary,), primary, editable), message
+
+
+def _function_calls(
+    items: Sequence[Mapping[str, Any]], ids: list[int], primary: int, n: int
+) -> tuple[Group, dict[str, Any]] | None:
+    """The usual calls group, function calls alone or after the message they came with,
+    built in one pass (what `_frozen` and `_message` make of it); None for any other."""
+    calls: list[dict[str, Any]] = []
+    for i in ids:
+        if i == primary:
+            continue
+        item = items[i]
+        if item.get("type") != "function_call":
+            return None
+        cid = item.get("call_id")
+        fn = {"name": item.get("name"), "arguments": item.get("arguments")}
+        calls.append({"id": cid if type(cid) is str else None, "type": "function", "function": fn})
+    content: object = None
+    editable = False
+    if primary >= 0:
+        value = items[primary].get("content")
+        editable = type(value) is str or type(value) is list
+        content = value if type(value) is str else to_neutral_content(value)
+    message = {"role": "assistant", "content": content, "tool_calls": calls, GROUP: n}
+    return Group("calls", tuple(ids), primary, editable), message
 
 
 def _opaque(value: object) -> dict[str, Any]:
@@ -247,7 +186,7 @@ def _message(items: Sequence[Mapping[str, Any]], group: Group, n: int) -> dict[s
     if k != "calls":
         role = items[group.primary].get("role") if k == "message" else "assistant"
         return {"role": role, "content": content, GROUP: n}
-    calls = [_call(items[i]) for i in group.items if _KINDS.get(items[i].get("type")) == "call"]
+    calls = [_call(items[i]) for i in group.items if KINDS.get(items[i].get("type")) == "call"]
     return {"role": "assistant", "content": content, "tool_calls": calls, GROUP: n}
 
 

@@ -19,9 +19,17 @@ TEXT_TYPES = ("input_text", "output_text")
 
 
 def to_neutral_content(content: object) -> object:
-    """A message's (or a tool output's) content as chat content: strings stay as they are."""
+    """A message's (or a tool output's) content as chat content: strings stay as they are,
+    and so does the text of a list of one text part (chat prices and cuts a string the
+    same way, faster; a changed string is written back into that part)."""
     if not isinstance(content, list):
         return content
+    if len(content) == 1:
+        part = content[0]
+        if type(part) is dict and part.get("type") in TEXT_TYPES:
+            text = part.get("text")
+            if type(text) is str:
+                return text
     return [_neutral_part(part) for part in content]
 
 
@@ -55,7 +63,11 @@ def from_neutral_content(
     if not isinstance(new, list) or not isinstance(original, list):
         return None
     if not isinstance(neutral, list):
-        return None
+        # The client's one text part was its text here; a curator gave back text parts.
+        texts = [p.get("text") for p in new if isinstance(p, MAPPING) and p.get("type") == "text"]
+        if len(texts) != len(new) or not all(isinstance(t, str) for t in texts):
+            return None
+        return [_text_part("".join(texts), original, role)]  # type: ignore[arg-type]
     by_identity = {id(n): o for n, o in zip(neutral, original, strict=True)}
     out: list[object] = []
     for part in new:

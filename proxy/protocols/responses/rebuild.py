@@ -26,18 +26,30 @@ from proxy.protocols.responses.parts import from_neutral_content
 def rebuild(mapped: Mapped, curated: Sequence[Message]) -> list[Mapping[str, Any]]:
     """The `input` items for the curated messages."""
     out: list[Mapping[str, Any]] = []
+    items, groups, neutral, offset = mapped.items, mapped.groups, mapped.messages, mapped.offset
     for msg in curated:
         n = msg.get(GROUP)
         if n == INSTRUCTIONS:
             continue
-        if not isinstance(n, int) or not 0 <= n < len(mapped.groups):
+        if type(n) is not int or not 0 <= n < len(groups):
             out.append({"role": msg.get("role", "user"), "content": msg.get("content", "")})
             continue
-        group = mapped.groups[n]
-        if msg is mapped.neutral(n):
-            out.extend(mapped.items[i] for i in group.items)
-        else:
-            out.extend(_changed(mapped, group, mapped.neutral(n), msg))
+        group = groups[n]
+        if msg is neutral[n + offset]:
+            ids = group.items
+            if len(ids) == 1:
+                out.append(items[ids[0]])
+            else:
+                out.extend([items[i] for i in ids])
+            continue
+        if group.kind == "output" and group.editable and len(group.items) == 1:
+            # The usual change: a tool output's text, cut or cleared (inlined: it runs for
+            # every old output of a long agent history).
+            item, new = items[group.primary], msg.get("content")
+            if type(new) is str and type(item.get("output")) is str:
+                out.append({**item, "output": new})
+                continue
+        out.extend(_changed(mapped, group, mapped.neutral(n), msg))
     return out
 
 

@@ -95,7 +95,8 @@ def test_an_assistant_message_and_its_calls_are_one_chat_message() -> None:
     items = [r.user(), r.assistant("Reading it.", 1), r.function_call("a"), r.function_output("a")]
     m = mapped(items, None)
     assert [x["role"] for x in m.messages] == ["user", "assistant", "tool"]
-    assert m.messages[1]["content"] == [{"type": "text", "text": "Reading it."}]
+    # One text part is its text, as chat has it; a change goes back into that part.
+    assert m.messages[1]["content"] == "Reading it."
     cut = {**m.messages[1], "content": "Read."}
     call = cut["tool_calls"][0]
     cut["tool_calls"] = [{**call, "function": {**call["function"], "arguments": "{}"}}]
