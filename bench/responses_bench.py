@@ -61,7 +61,19 @@ def to_responses(body: dict[str, Any], reasoning: bool = False) -> dict[str, Any
             items.extend(_assistant(n, msg, reasoning))
         else:
             items.append({"type": "message", "role": role, "content": _parts(msg["content"])})
-    return {"model": body["model"], "instructions": instructions, "input": items, "store": False}
+    # The same tools (Responses' flat function shape) and settings, so both forms price the
+    # same tool definitions and reserve the same reply.
+    tools = [{"type": "function", **t["function"]} for t in body.get("tools") or ()]
+    return {
+        "model": body["model"],
+        "instructions": instructions,
+        "input": items,
+        "tools": tools,
+        "tool_choice": body.get("tool_choice", "auto"),
+        "temperature": body.get("temperature"),
+        "max_output_tokens": body.get("max_completion_tokens"),
+        "store": False,
+    }
 
 
 def _assistant(n: int, msg: dict[str, Any], reasoning: bool) -> list[dict[str, Any]]:
