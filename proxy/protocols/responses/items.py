@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from proxy.protocols.responses.grouping import KINDS, Builder, GroupKind
-from proxy.protocols.responses.kinds import call_id, output_id
+from proxy.protocols.responses.kinds import ROLES, call_id, output_id
 from proxy.protocols.responses.parts import to_neutral_content
 
 GROUP = "_responses_group"
@@ -71,6 +71,20 @@ class Mapped:
 
 def to_neutral(items: Sequence[object], instructions: object = None) -> Mapped | str:
     """The mapped request, or why it cannot be curated (a skip reason)."""
+    found = _plain(items) or _general(items)
+    if isinstance(found, str):
+        return found
+    groups, messages = found
+    if instructions is not None:
+        # A string as chat has it; any other shape is priced by its size, never edited.
+        content = instructions if isinstance(instructions, str) else [_opaque(instructions)]
+        messages.insert(0, {"role": "system", "content": content, GROUP: INSTRUCTIONS})
+    checked: Sequence[Mapping[str, Any]] = items  # type: ignore[assignment]
+    return Mapped(checked, messages, tuple(groups), 0 if instructions is None else 1)
+
+
+def _general(items: Sequence[object]) -> tuple[list[Group], list[dict[str, Any]]] | str:
+    """Every item kind, grouped by `grouping.Builder`; or a skip reason."""
     for item in items:  # a plain loop: this runs on every request
         if type(item) is not dict:
             return "bad_items"
@@ -86,62 +100,103 @@ def to_neutral(items: Sequence[object], instructions: object = None) -> Mapped |
         return problem
     groups: list[Group] = []
     messages: list[dict[str, Any]] = []
-    if instructions is not None:
-        # A string as chat has it; any other shape is priced by its size, never edited.
-        content = instructions if isinstance(instructions, str) else [_opaque(instructions)]
-        messages.append({"role": "system", "content": content, GROUP: INSTRUCTIONS})
     shape = zip(builder.kinds, builder.groups, builder.primaries, strict=True)
     for n, (k, ids, primary) in enumerate(shape):
-        if len(ids) == 1 and (k == "message" or k == "output"):
-            group, message = _single(checked[primary], k, primary, n)  # most groups
-        elif k != "calls" or (found := _function_calls(checked, ids, primary, n)) is None:
-            group = _frozen(checked, k, tuple(ids), primary)
-            message = _message(checked, group, n)
-        else:
-            group, message = found
+        group = _frozen(checked, k, tuple(ids), primary)
         groups.append(group)
-        messages.append(message)
-    return Mapped(checked, messages, tuple(groups), 0 if instructions is None else 1)
+        messages.append(_message(checked, group, n))
+    return groups, messages
 
 
-def _single(
-    item: Mapping[str, Any], k: GroupKind, primary: int, n: int
-) -> tuple[Group, dict[str, Any]]:
-    """A message or a call output alone: what `_frozen` and `_message` make of it, inlined."""
-    value = item.get("output" if k == "output" else "content")
-    editable = type(value) is str or type(value) is list
-    content = value if type(value) is str else to_neutral_content(value)
-    if k == "message":
-        message = {"role": item["role"], "content": content, GROUP: n}
-    else:
-        result = content if editable else [item]
-        message = {"role": "tool", "tool_call_id": output_id(item), "content": result, GROUP: n}
-    return Group(k, (primary,), primary, editable), message
-
-
-def _function_calls(
-    items: Sequence[Mapping[str, Any]], ids: list[int], primary: int, n: int
-) -> tuple[Group, dict[str, Any]] | None:
-    """The usual calls group, function calls alone or after the message they came with,
-    built in one pass (what `_frozen` and `_message` make of it); None for any other."""
-    calls: list[dict[str, Any]] = []
-    for i in ids:
-        if i == primary:
-            continue
-        item = items[i]
-        if item.get("type") != "function_call":
+def _plain(items: Sequence[object]) -> tuple[list[Group], list[dict[str, Any]]] | None:
+    """The usual list (messages, function calls and their outputs) mapped in one walk, as
+    `_general` maps it (its cost is most of what a Responses request adds to a chat one);
+    None for any other list, which `_general` then maps or names the problem of."""
+    kinds: list[GroupKind] = []
+    ids: list[list[int]] = []
+    messages: list[dict[str, Any]] = []
+    pending: dict[str, int] = {}
+    waiting = 0  # calls without their output yet
+    block = -1  # the group later calls join: an assistant message, or calls
+    for i, item in enumerate(items):
+        if type(item) is not dict:
             return None
-        cid = item.get("call_id")
-        fn = {"name": item.get("name"), "arguments": item.get("arguments")}
-        calls.append({"id": cid if type(cid) is str else None, "type": "function", "function": fn})
-    content: object = None
-    editable = False
-    if primary >= 0:
-        value = items[primary].get("content")
-        editable = type(value) is str or type(value) is list
-        content = value if type(value) is str else to_neutral_content(value)
-    message = {"role": "assistant", "content": content, "tool_calls": calls, GROUP: n}
-    return Group("calls", tuple(ids), primary, editable), message
+        t = item.get("type")
+        if t == "function_call_output":
+            cid = item.get("call_id")
+            left = pending.get(cid, 0) if type(cid) is str else 0
+            if not left:
+                return None
+            pending[cid], waiting, block = left - 1, waiting - 1, -1  # type: ignore[index]
+            out = item.get("output")
+            shaped = type(out) is str or type(out) is list
+            content: object = to_neutral_content(out) if shaped else [item]
+            kinds.append("output")
+            ids.append([i])
+            n = len(kinds) - 1
+            messages.append({"role": "tool", "tool_call_id": cid, "content": content, GROUP: n})
+        elif t == "function_call":
+            cid = item.get("call_id")
+            key = cid if type(cid) is str else ""
+            pending[key] = pending.get(key, 0) + 1
+            waiting += 1
+            fn = {"name": item.get("name"), "arguments": item.get("arguments")}
+            call = {"id": cid if type(cid) is str else None, "type": "function", "function": fn}
+            block = _join(kinds, ids, messages, block, i, call)
+        elif t == "message" or t is None:
+            role = item.get("role")
+            if waiting or role not in ROLES or "content" not in item:
+                return None
+            value = item["content"]
+            kinds.append("message")
+            ids.append([i])
+            content = to_neutral_content(value)
+            messages.append({"role": role, "content": content, GROUP: len(kinds) - 1})
+            block = len(kinds) - 1 if role == "assistant" else -1
+        else:
+            return None
+    checked: Sequence[Mapping[str, Any]] = items  # type: ignore[assignment]
+    groups = [_plain_group(checked, k, g) for k, g in zip(kinds, ids, strict=True)]
+    return None if waiting else (groups, messages)
+
+
+def _join(
+    kinds: list[GroupKind],
+    ids: list[list[int]],
+    messages: list[dict[str, Any]],
+    block: int,
+    i: int,
+    call: dict[str, Any],
+) -> int:
+    """Add function call `i` to the open block (-1: none yet, start one); the block."""
+    if block < 0:
+        kinds.append("calls")
+        ids.append([i])
+        block = len(kinds) - 1
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call], GROUP: block})
+        return block
+    ids[block].append(i)
+    head = messages[block]
+    if kinds[block] == "calls":
+        head["tool_calls"].append(call)
+    else:  # the assistant message the calls came with: keys in chat's order
+        kinds[block] = "calls"
+        messages[block] = {
+            "role": "assistant",
+            "content": head["content"],
+            "tool_calls": [call],
+            GROUP: block,
+        }
+    return block
+
+
+def _plain_group(items: Sequence[Mapping[str, Any]], k: GroupKind, ids: list[int]) -> Group:
+    """A `_plain` group, as `_frozen` makes it (no reasoning rides in one)."""
+    first = items[ids[0]]
+    if k == "calls" and first.get("type") == "function_call":
+        return Group(k, tuple(ids), -1, False)
+    value = first.get("output" if k == "output" else "content")
+    return Group(k, tuple(ids), ids[0], type(value) is str or type(value) is list)
 
 
 def _opaque(value: object) -> dict[str, Any]:
