@@ -27,29 +27,28 @@ def rebuild(mapped: Mapped, curated: Sequence[Message]) -> list[Mapping[str, Any
     """The `input` items for the curated messages."""
     out: list[Mapping[str, Any]] = []
     items, groups, neutral, offset = mapped.items, mapped.groups, mapped.messages, mapped.offset
+    count, append = len(groups), out.append
     for msg in curated:
         n = msg.get(GROUP)
-        if n == INSTRUCTIONS:
+        if type(n) is not int or not 0 <= n < count:
+            if n != INSTRUCTIONS:  # a message a curator wrote (a summary)
+                append({"role": msg.get("role", "user"), "content": msg.get("content", "")})
             continue
-        if type(n) is not int or not 0 <= n < len(groups):
-            out.append({"role": msg.get("role", "user"), "content": msg.get("content", "")})
-            continue
-        group = groups[n]
+        kind, ids, primary, editable = groups[n]
         if msg is neutral[n + offset]:
-            ids = group.items
             if len(ids) == 1:
-                out.append(items[ids[0]])
+                append(items[primary if primary >= 0 else ids[0]])
             else:
                 out.extend([items[i] for i in ids])
             continue
-        if group.kind == "output" and group.editable and len(group.items) == 1:
+        if kind == "output" and editable and len(ids) == 1:
             # The usual change: a tool output's text, cut or cleared (inlined: it runs for
             # every old output of a long agent history).
-            item, new = items[group.primary], msg.get("content")
+            item, new = items[primary], msg.get("content")
             if type(new) is str and type(item.get("output")) is str:
-                out.append({**item, "output": new})
+                append({**item, "output": new})
                 continue
-        out.extend(_changed(mapped, group, mapped.neutral(n), msg))
+        out.extend(_changed(mapped, groups[n], mapped.neutral(n), msg))
     return out
 
 
