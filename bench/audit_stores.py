@@ -41,12 +41,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from proxy.observability.audit.entry import AuditEntry, AuditRecord, RecordBuilder
+from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks import postgres_schema as schema
 from proxy.observability.audit.sinks import postgres_writer as pgw
 from proxy.observability.audit.sinks.postgres_writer import PostgresSink
 from proxy.observability.audit.sinks.sqlite import SqliteSink
+from proxy.observability.exchange import ExchangeRecord
+from proxy.protocols.chat import CHAT
 
 Write = Callable[[Sequence[AuditRecord]], None]
 
@@ -54,9 +56,12 @@ Write = Callable[[Sequence[AuditRecord]], None]
 def passthrough(builder: RecordBuilder, count: int) -> list[list[AuditRecord]]:
     records = [
         builder.build(
-            AuditEntry(
-                id=f"p{i}",
-                time=1e9 + i,
+            ExchangeRecord(
+                f"p{i}",
+                1e9 + i,
+                "POST",
+                CHAT.path,
+                protocol=CHAT,
                 route="default",
                 model="gpt-4o",
                 status=200,
@@ -76,7 +81,15 @@ def large_warm(builder: RecordBuilder, count: int) -> list[list[AuditRecord]]:
     batches = []
     for i in range(count):
         history = [*history[:1], *history[2:], {"role": "user", "content": f"turn {i} " * 300}]
-        entry = AuditEntry(id=f"w{i}", time=1e9 + i, route="agents", original=list(history))
+        entry = ExchangeRecord(
+            f"w{i}",
+            1e9 + i,
+            "POST",
+            CHAT.path,
+            protocol=CHAT,
+            route="agents",
+            original=list(history),
+        )
         batches.append([builder.build(entry)])
     return batches
 

@@ -19,10 +19,12 @@ from pathlib import Path
 from bench.conversations import coding_agent_session
 from policies.loader import load_preset
 from policies.tokens import TokenCounter
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.readers.query import record_conversation
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.sqlite import SqliteSink
+from proxy.observability.exchange import ExchangeRecord
+from proxy.protocols.chat import CHAT
 from proxy.viewer.app import Viewer
 from proxy.viewer.auth import AdminKeys
 from proxy.viewer.store import opener
@@ -44,11 +46,11 @@ def fill(db: Path, tokens: int) -> str:
         messages = session[: max(3, len(session) * (turn + 1) // 10)]
         result = policy.curate(messages, {"model": MODEL}, counter)
         rid = f"bench{turn:02d}" + "0" * 20
-        entry = AuditEntry(
-            id=rid, time=1_767_225_600.0 + turn, route="agents", policy="coding-agent",
-            mode="curated", model=MODEL, original=messages, curated=result.messages,
-            actions=result.actions, tokens_before=result.tokens_before,
-            tokens_after=result.tokens_after, status=200,
+        entry = ExchangeRecord(
+            rid, 1_767_225_600.0 + turn, "POST", CHAT.path, route="agents",
+            policy="coding-agent", mode="enforce", protocol=CHAT, model=MODEL,
+            original=messages, curated=result.messages, actions=tuple(result.actions),
+            tokens_before=result.tokens_before, tokens_after=result.tokens_after, status=200,
             response=b'{"choices": [{"message": {"role": "assistant", "content": "ok"}}]}',
         )  # fmt: skip
         sink.write_many([builder.build(entry)])

@@ -11,6 +11,9 @@ from policies.base import CurationContext, PinSpec
 from policies.encoders import Encoder
 from policies.messages import Message, units
 from policies.tokens import TokenCounter
+from proxy.observability.exchange import ExchangeRecord
+from proxy.protocols import PROTOCOLS
+from proxy.protocols.chat import CHAT
 
 Msg = dict[str, Any]
 OnOverflow = Literal["truncate", "reject", "forward"]
@@ -144,3 +147,32 @@ def floor_tokens(messages: Sequence[Message], ctx: CurationContext) -> int:
         for i in unit.indexes()
     ]
     return tokens(list(keep))
+
+
+AUDIT_MODES: Mapping[str, dict[str, Any]] = {
+    "curated": {"mode": "enforce"},
+    "skipped": {"mode": "enforce"},
+    "shadow": {"mode": "shadow"},
+    "summary": {"subcall": "summary"},
+    "rescued": {"subcall": "rescued"},
+}
+
+
+def audited(id: str = "r", time: float = 0.0, **fields: Any) -> ExchangeRecord:
+    """The `ExchangeRecord` the audit log reads, given in the log's own terms: `time`,
+    `kind` (`chat`, `responses` or `summarizer`), `mode` as the log says it, `latency_ms`,
+    `ttfb_ms`, `body` (the budget facts); other fields keep their names."""
+    kind = fields.pop("kind", "chat")
+    protocol = fields.pop("protocol", None) or next((p for p in PROTOCOLS if p.name == kind), CHAT)
+    extra: dict[str, Any] = {"subcall": "summary"} if kind == "summarizer" else {}
+    mode = fields.pop("mode", None)
+    if mode is not None:
+        extra |= AUDIT_MODES[mode]
+    if "latency_ms" in fields:
+        extra["latency_s"] = fields.pop("latency_ms") / 1000
+    if "ttfb_ms" in fields:
+        ttfb = fields.pop("ttfb_ms")
+        extra["ttfb_s"] = ttfb / 1000 if ttfb is not None else None
+    if "body" in fields:
+        extra["facts"] = fields.pop("body")
+    return ExchangeRecord(id, time, "POST", protocol.path, protocol=protocol, **(fields | extra))

@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from policies.base import Action
 from policies.messages import Message
@@ -96,8 +96,9 @@ class ExchangeRecord:
     authorization: str | None = field(default=None, repr=False)
     """The client's Authorization (or api-key) value, for the audit log's key fingerprint.
     Never log or store it; the audit writer keeps only its hash."""
-    response: BodyCapture | None = None
-    """The relayed response body, collected only when the audit log wants it."""
+    response: BodyCapture | bytes | str | None = None
+    """The relayed response body, collected only when the audit log wants it (bytes or
+    text for a call the proxy made itself)."""
     tail: bytes = b""
     """The response body's last bytes (observed exchanges of a curated path): see `usage`."""
     incomplete: str | None = None
@@ -110,6 +111,11 @@ class ExchangeRecord:
     and sent once more: `proxy.curation.rescue`); the fields above are the second one's."""
     spend: Spend | None = None
     """The request's usage, cost and uncurated counterfactual (`proxy.observability.usage`)."""
+    parent_id: str | None = None
+    """For a model call made on a request's behalf: that request's id."""
+    subcall: Literal["summary", "rescued"] | None = None
+    """What such a call was: a summarizer's, or the attempt an overflow rescue replaced
+    (`rescued`); None for a client's request."""
 
     def usage(self) -> Usage | None:
         """The token usage the upstream reported, read from `tail` by the protocol."""

@@ -8,8 +8,9 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.redact import Redactor
+from tests.factories import audited
 
 COUNT = 2000
 
@@ -17,7 +18,7 @@ COUNT = 2000
 def test_cached_audit_messages_cost_their_size_not_a_buffer() -> None:
     builder = RecordBuilder(Redactor.build())
     entries = [
-        AuditEntry(id=str(i), time=0.0, original=[{"role": "user", "content": f"m-{i}"}])
+        audited(id=str(i), time=0.0, original=[{"role": "user", "content": f"m-{i}"}])
         for i in range(COUNT)
     ]
     gc.collect()

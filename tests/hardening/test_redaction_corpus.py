@@ -23,9 +23,10 @@ import pytest
 
 from proxy.config.audit import AuditConfig
 from proxy.observability.audit.capture import BodyCapture
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.protocols.chat.assembly import assemble
+from tests.factories import audited
 from tests.hardening.corpus import BUILTIN_KINDS, SECRETS, Secret, found_in
 from tests.hardening.support import (
     CHAT,
@@ -47,7 +48,7 @@ def test_the_corpus_covers_every_builtin_kind() -> None:
 # -- the record builder, exhaustively ------------------------------------------------------
 def _record(response: BodyCapture | bytes, messages: list[dict[str, Any]] | None = None) -> str:
     builder = RecordBuilder(Redactor.build(), store_responses=True)
-    entry = AuditEntry(id="r", time=0.0, original=messages or [], response=response, status=200)
+    entry = audited(id="r", time=0.0, original=messages or [], response=response, status=200)
     return builder.build(entry).to_json().decode()
 
 
@@ -114,7 +115,7 @@ def test_secrets_in_every_message_kind_and_in_error_bodies(secret: Secret) -> No
     assert found_in(_record(b"{}", messages)) == []
     error = orjson.dumps({"error": {"message": f"bad key {secret.value}", "param": None}})
     builder = RecordBuilder(Redactor.build())
-    entry = AuditEntry(id="e", time=0.0, original=messages, response=error, status=401)
+    entry = audited(id="e", time=0.0, original=messages, response=error, status=401)
     assert found_in(builder.build(entry).to_json().decode()) == []
 
 

@@ -1,15 +1,18 @@
-"""Audit entries (filled raw by the proxy) and records (redacted, ready for a sink).
+"""Audit records (redacted, ready for a sink), built from the exchange's own record.
 
-The proxy builds an `AuditEntry` with references to what it already has: the parsed
-message lists, the response accumulator or body, the client's Authorization value. All
-the work (assembling the response, redacting, serializing, hashing) happens in the writer
-thread through `RecordBuilder`. Redaction never fails open: if it raises, the record is
-written with every client or upstream string masked, or without that content at all.
+The audit reads the `ExchangeRecord` the request filled, the one the metrics read too,
+with its references to what the proxy already had: the parsed message lists, the response
+accumulator or body, the client's Authorization value. All the work (assembling the
+response, redacting, serializing, hashing) happens in the writer thread through
+`RecordBuilder`; the audit's names for the record's fields are given here, once
+(`_metadata`, `audit_kind`, `audit_mode`, `audit_response`). Redaction never fails open:
+if it raises, the record is written with every client or upstream string masked, or
+without that content at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,11 +29,11 @@ from proxy.observability.audit.message_cache import (
 )
 from proxy.observability.audit.redact import Redactor, mask
 from proxy.observability.audit.stamps import Stamps
+from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.usage.audit_fields import KEYS as SPEND_KEYS
 from proxy.observability.usage.audit_fields import spend_fields, tools_of
 from proxy.observability.usage.conversation import stored_key
-from proxy.observability.usage.spend import Spend
-from proxy.protocols.base import Assembled, WireProtocol
+from proxy.protocols.base import Assembled
 from proxy.protocols.chat import CHAT
 
 SUMMARIZER = "summarizer"
@@ -47,53 +50,6 @@ FIELD_ORDER = (
     "ttfb_ms", "response", "error", "redaction", *SPEND_KEYS, "tools_digest", "tools",
 )  # fmt: skip
 """Keys of `AuditRecord.fields` in the order records show them; messages come last."""
-
-
-@dataclass(slots=True)
-class AuditEntry:
-    """What the proxy knows about one request, unredacted; the writer thread does the rest.
-
-    The proxy fills it as the request progresses (status, timings, response) and submits it
-    once the response is complete. The message lists are referenced, never copied, and must
-    not be mutated afterwards (curators never mutate their input).
-    """
-
-    id: str
-    """The x-curator-request-id header."""
-    time: float
-    """When the request arrived, in seconds since the epoch."""
-    kind: str = "chat"
-    parent_id: str | None = None
-    """For a summarizer call: the id of the request it summarized for."""
-    route: str | None = None
-    policy: str | None = None
-    mode: str | None = None
-    """How the proxy handled the request, in its own words (e.g. "curated", "skipped")."""
-    model: str | None = None
-    authorization: str | None = None
-    """The client's Authorization (or api-key) value: only its fingerprint is stored."""
-    original: Sequence[Message] = ()
-    curated: Sequence[Message] | None = None
-    """What the upstream got; None when it got the original."""
-    actions: Sequence[Action] = ()
-    tokens_before: int | None = None
-    tokens_after: int | None = None
-    skip_reason: str | None = None
-    status: int | None = None
-    """The upstream's status, or the proxy's own when it answered (e.g. 502)."""
-    latency_ms: float | None = None
-    ttfb_ms: float | None = None
-    response: Response = None
-    """The relayed body: an accumulator for streams, the bytes otherwise, or plain text."""
-    incomplete: str | None = None
-    """Why the client got no complete response (the upstream's error code mid-response,
-    `client_disconnect`, `shutdown`); None when it was complete."""
-    protocol: WireProtocol = CHAT
-    """Reads `response` (a summarizer's calls are chat completions)."""
-    spend: Spend | None = None
-    body: Mapping[str, Any] | None = None
-    """The request's budget facts in chat form (`WireRequest.facts`, a reference): its tools
-    and output limits are kept, so `curator simulate` reproduces the budget."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +99,8 @@ class RecordBuilder:
         self.last_failure: str | None = None
         """Why the last masked record could not be redacted (the writer logs it)."""
 
-    def build(self, entry: AuditEntry) -> AuditRecord:
-        self._hidden = entry.protocol.internal_keys
+    def build(self, entry: ExchangeRecord) -> AuditRecord:
+        self._hidden = (entry.protocol or CHAT).internal_keys
         fields = _metadata(entry, self._stamps)
         try:
             return self._content(entry, fields, self.redactor.value, cached=True)
@@ -155,15 +111,16 @@ class RecordBuilder:
         try:
             return self._content(entry, fields, mask, cached=False)
         except Exception:  # even masking failed: keep only what the proxy itself assigned
-            return AuditRecord(entry.time, {k: fields.get(k) for k in FIELD_ORDER}, (), None)
+            return AuditRecord(entry.started_at, {k: fields.get(k) for k in FIELD_ORDER}, (), None)
 
     def _content(
-        self, entry: AuditEntry, fields: dict[str, Any], clean: Clean, *, cached: bool
+        self, entry: ExchangeRecord, fields: dict[str, Any], clean: Clean, *, cached: bool
     ) -> AuditRecord:
-        original = tuple(self._message(m, clean, cached) for m in entry.original)
+        sent = entry.original or ()
+        original = tuple(self._message(m, clean, cached) for m in sent)
         curated = None
-        if entry.curated is not None:
-            curated = self._curated(entry, entry.curated, original, clean, cached)
+        if entry.curated is not None and entry.curated is not entry.original:
+            curated = self._curated(sent, entry.curated, original, clean, cached)
             if curated == original:
                 curated = None
         response, error = self._response(entry)
@@ -179,14 +136,14 @@ class RecordBuilder:
         tools, tools_fields = self._tools(entry, clean, cached)
         merged = {**fields, **clean(content), **tools_fields}
         if merged.get("conversation") is None and original:
-            roles = [m.get("role") if isinstance(m, dict) else None for m in entry.original]
+            roles = [m.get("role") if isinstance(m, dict) else None for m in sent]
             merged["conversation"] = stored_key([m.digest for m in original], roles)
         fields = {k: merged[k] for k in FIELD_ORDER}
-        return AuditRecord(entry.time, fields, original, curated, tools)
+        return AuditRecord(entry.started_at, fields, original, curated, tools)
 
     def _curated(
         self,
-        entry: AuditEntry,
+        sent: Sequence[Message],
         curated: Sequence[Message],
         original: tuple[StoredMessage, ...],
         clean: Clean,
@@ -194,12 +151,10 @@ class RecordBuilder:
     ) -> tuple[StoredMessage, ...]:
         """The curated messages; those a curator made (a truncated result, say) also lose
         any piece of a secret of the original messages (see `proxy.observability.audit.pieces`)."""
-        secret = [
-            m for m, s in zip(entry.original, original, strict=True) if b"[REDACTED:" in s.data
-        ]
+        secret = [m for m, s in zip(sent, original, strict=True) if b"[REDACTED:" in s.data]
         known = self.redactor.found(secret) if cached and secret else ()
         careful = self.redactor.with_known(known).value if known else clean
-        kept = {id(m) for m in entry.original}  # curators never mutate: unchanged is identical
+        kept = {id(m) for m in sent}  # curators never mutate: unchanged is identical
         return tuple(
             self._message(m, clean, cached) if not known or id(m) in kept
             else self._message(m, careful, False)
@@ -207,13 +162,13 @@ class RecordBuilder:
         )  # fmt: skip
 
     def _tools(
-        self, entry: AuditEntry, clean: Clean, cached: bool
+        self, entry: ExchangeRecord, clean: Clean, cached: bool
     ) -> tuple[StoredMessage | None, dict[str, Any]]:
         """The tools, redacted, and their fields: `tools` (the redacted JSON, a fragment)
         and `tools_digest` (of the tools as sent, what `curator simulate` keys them by).
         An agent sends the same tools every turn: they are redacted once per distinct
         list (the message cache keeps them too)."""
-        tools = tools_of(entry.body)
+        tools = tools_of(entry.facts)
         if tools is None:
             return None, {"tools": None, "tools_digest": None}
         key = raw_digest(tools)
@@ -238,8 +193,8 @@ class RecordBuilder:
             self._cache.put(key, stored)
         return stored
 
-    def _response(self, entry: AuditEntry) -> tuple[dict[str, Any] | None, Any]:
-        body = entry.response
+    def _response(self, entry: ExchangeRecord) -> tuple[dict[str, Any] | None, Any]:
+        body = audit_response(entry)
         if body is None:
             return None, None
         if entry.status is not None and entry.status >= 400:
@@ -250,32 +205,60 @@ class RecordBuilder:
             parsed = Assembled(body, [], None, None)
         else:
             data = body.data() if isinstance(body, BodyCapture) else body
-            parsed = entry.protocol.assemble(data)
+            parsed = (entry.protocol or CHAT).assemble(data)
         # Cut short: by the accumulator's byte cap, or because the response never ended.
         truncated = isinstance(body, BodyCapture) and body.truncated
         return {**parsed._asdict(), "truncated": truncated or entry.incomplete is not None}, None
 
 
-def _metadata(entry: AuditEntry, stamps: Stamps) -> dict[str, Any]:
+def _metadata(entry: ExchangeRecord, stamps: Stamps) -> dict[str, Any]:
     """The fields the proxy assigned itself: never client text, so never redacted."""
+    ttfb = entry.ttfb_s
     return {
         "id": entry.id,
-        "time": stamps.time(entry.time),
-        "kind": entry.kind,
+        "time": stamps.time(entry.started_at),
+        "kind": audit_kind(entry),
         "parent_id": entry.parent_id,
         "route": entry.route,
         "policy": entry.policy,
-        "mode": entry.mode,
+        "mode": audit_mode(entry),
         "client": stamps.client(entry.authorization),
         "tokens_before": entry.tokens_before,
         "tokens_after": entry.tokens_after,
         "status": entry.status,
         "incomplete": entry.incomplete,
-        "latency_ms": entry.latency_ms,
-        "ttfb_ms": entry.ttfb_ms,
+        "latency_ms": entry.latency_s * 1000,
+        "ttfb_ms": ttfb * 1000 if ttfb is not None else None,
         "redaction": "ok",
-        **spend_fields(entry.spend, entry.body),
+        **spend_fields(entry.spend, entry.facts),
     }
+
+
+def audit_kind(entry: ExchangeRecord) -> str:
+    """The record's `kind`: its protocol's name, or `summarizer` for a summarizer's call."""
+    if entry.subcall == "summary":
+        return SUMMARIZER
+    return entry.protocol.name if entry.protocol is not None else ""
+
+
+def audit_mode(entry: ExchangeRecord) -> str:
+    """How the proxy handled the request, as the audit log says it: `curated`, `skipped`,
+    `shadow`, or for a call made on a request's behalf `summary` or `rescued`."""
+    if entry.subcall is not None:
+        return entry.subcall
+    if entry.mode == "shadow":
+        return "shadow"
+    return "skipped" if entry.skip_reason is not None else "curated"
+
+
+def audit_response(entry: ExchangeRecord) -> Response:
+    """What the client got: the relayed body, or the proxy's own error code."""
+    body = entry.response
+    if body is not None and (not isinstance(body, BodyCapture) or body.size):
+        return body
+    if entry.error is not None and entry.status is not None and entry.status >= 400:
+        return entry.error  # the proxy's own error (e.g. upstream_timeout): its code
+    return None
 
 
 def _action(action: Action) -> dict[str, Any]:

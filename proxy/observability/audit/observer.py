@@ -1,27 +1,25 @@
-"""The audit's reading of a finished exchange: `AuditObserver` turns a curated exchange's
-one `ExchangeRecord` into its audit entry (its `kind` the protocol's name), plus one per
-model call a summarizer made for it (kind "summarizer", linked by `parent_id`) and one for
-an attempt an overflow rescue replaced. An entry only references what the record holds;
-copying, assembling, redacting and writing happen in the writer thread.
+"""The audit's reading of a finished exchange: `AuditObserver` submits a curated exchange's
+one `ExchangeRecord` as it is (the audit's record is built from it in the writer thread,
+`proxy.observability.audit.entry`), plus a record of each model call made on its behalf:
+a summarizer's (kind "summarizer") and an attempt an overflow rescue replaced, each linked
+by `parent_id`. Those only reference what the request's record holds.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import orjson
 
 from proxy.errors import ProxyError
-from proxy.observability.audit.entry import SUMMARIZER, AuditEntry
 from proxy.observability.audit.writer import AuditWriter
 from proxy.observability.exchange import ExchangeRecord, FirstAttempt, SummaryCall, new_id
 from proxy.protocols.chat import CHAT
 
 
 class AuditObserver:
-    """Submits the audit entries of a finished curated exchange (never blocks, never raises)."""
+    """Submits the records of a finished curated exchange (never blocks, never raises)."""
 
     __slots__ = ("_on_depth", "_writer")
 
@@ -34,100 +32,58 @@ class AuditObserver:
         if record.protocol is None or record.mode == "off":
             return
         for call in record.summary_calls:
-            self._writer.submit(summary_entry(record, call))
+            self._writer.submit(summary_call(record, call))
         if record.rescued is not None:
-            self._writer.submit(rejected_attempt_entry(record, record.rescued))
-        self._writer.submit(exchange_entry(record))
+            self._writer.submit(rejected_attempt(record, record.rescued))
+        self._writer.submit(record)
         if self._on_depth is not None:
             self._on_depth(self._writer.queue_depth())
 
 
-def exchange_entry(record: ExchangeRecord) -> AuditEntry:
-    """The audit entry of a curated request: what the client sent, what the model saw, the
-    reply."""
-    original = record.original if record.original is not None else ()
-    curated = record.curated if record.curated is not record.original else None
-    return AuditEntry(
-        id=record.id,
-        time=record.started_at,
-        kind=record.protocol.name if record.protocol is not None else "",
-        protocol=record.protocol or CHAT,
-        route=record.route,
-        policy=record.policy,
-        mode=_audit_mode(record),
-        model=record.model,
-        authorization=record.authorization,
-        original=original,
-        curated=curated,
-        actions=record.actions,
-        tokens_before=record.tokens_before,
-        tokens_after=record.tokens_after,
-        skip_reason=record.skip_reason,
-        status=record.status,
-        latency_ms=record.latency_s * 1000,
-        ttfb_ms=record.ttfb_s * 1000 if record.ttfb_s is not None else None,
-        response=_response(record),
-        incomplete=record.incomplete,
-        spend=record.spend,
-        body=record.facts,
-    )
-
-
-def rejected_attempt_entry(record: ExchangeRecord, first: FirstAttempt) -> AuditEntry:
+def rejected_attempt(record: ExchangeRecord, first: FirstAttempt) -> ExchangeRecord:
     """The attempt an overflow rescue replaced, linked to the request (mode `rescued`)."""
-    return AuditEntry(
-        id=new_id(),
-        time=record.started_at,
-        kind=record.protocol.name if record.protocol is not None else "",
-        parent_id=record.id,
-        protocol=record.protocol or CHAT,
+    return ExchangeRecord(
+        new_id(),
+        record.started_at,
+        record.method,
+        record.path,
         route=record.route,
+        upstream=record.upstream,
+        protocol=record.protocol,
         policy=record.policy,
-        mode="rescued",
         model=record.model,
         authorization=record.authorization,
-        original=record.original if record.original is not None else (),
+        original=record.original,
         curated=first.curated,
         actions=first.actions,
         tokens_before=record.tokens_before,
         tokens_after=first.tokens_after,
         status=400,
         response=first.error,
+        parent_id=record.id,
+        subcall="rescued",
     )
 
 
-def _audit_mode(record: ExchangeRecord) -> str:
-    """How the proxy handled the request, as the audit log says it."""
-    if record.mode == "shadow":
-        return "shadow"
-    return "skipped" if record.skip_reason is not None else "curated"
-
-
-def _response(record: ExchangeRecord) -> Any:
-    if record.response is not None and record.response.size:
-        return record.response
-    if record.error is not None and record.status is not None and record.status >= 400:
-        return record.error  # the proxy's own error (e.g. upstream_timeout): its code
-    return None
-
-
-def summary_entry(record: ExchangeRecord, call: SummaryCall) -> AuditEntry:
+def summary_call(record: ExchangeRecord, call: SummaryCall) -> ExchangeRecord:
     """A summarizer's model call, linked to the request it summarized for."""
     status, response = _call_outcome(call)
-    return AuditEntry(
-        id=new_id(),
-        time=call.started_at,
-        kind=SUMMARIZER,
-        parent_id=record.id,
+    return ExchangeRecord(
+        new_id(),
+        call.started_at,
+        "POST",
+        CHAT.path,
         route=record.route,
+        protocol=CHAT,
         policy=record.policy,
-        mode="summary",
         model=call.request.model,
         authorization=record.authorization,
         original=call.messages,
         status=status,
-        latency_ms=call.latency_s * 1000,
+        latency_s=call.latency_s,
         response=response,
+        parent_id=record.id,
+        subcall="summary",
     )
 
 

@@ -28,12 +28,13 @@ from typing import Literal
 
 from proxy.config.audit import AuditConfig
 from proxy.heap import HeapTrim
-from proxy.observability.audit.entry import AuditEntry, AuditRecord, RecordBuilder
+from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.health import HealthDetail, StoreHealth
 from proxy.observability.audit.ratelog import RateLimitedLog
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.base import Sink, StoreUnavailable
 from proxy.observability.audit.sinks.registry import SINKS
+from proxy.observability.exchange import ExchangeRecord
 
 log = logging.getLogger("curator.audit")
 
@@ -60,7 +61,7 @@ class AuditStats:
 
 
 class AuditWriter:
-    """Queues audit entries and writes them from one background thread."""
+    """Queues exchange records and writes their audit records from one background thread."""
 
     def __init__(
         self,
@@ -75,7 +76,7 @@ class AuditWriter:
     ) -> None:
         self._sink = sink
         self._builder = builder
-        self._queue: queue.Queue[AuditEntry | None] = queue.Queue(max_queue)
+        self._queue: queue.Queue[ExchangeRecord | None] = queue.Queue(max_queue)
         self._prune_interval = prune_interval_s
         self._batch_window = batch_window_s
         self._trim = HeapTrim()
@@ -92,7 +93,7 @@ class AuditWriter:
         self._thread = threading.Thread(target=self._run, name="curator-audit", daemon=True)
         self._thread.start()
 
-    def submit(self, entry: AuditEntry) -> bool:
+    def submit(self, entry: ExchangeRecord) -> bool:
         """Queue an entry; False (and counted as dropped) if the queue is full or closed."""
         try:
             if not self._closed:
@@ -169,7 +170,7 @@ class AuditWriter:
         finally:
             self._close_sink()
 
-    def _take(self, wait: float) -> list[AuditEntry | None]:
+    def _take(self, wait: float) -> list[ExchangeRecord | None]:
         """The next batch: what the window gathered after the first entry (None, the stop
         marker, ends a batch). Raises queue.Empty when nothing came within `wait`."""
         batch = [self._queue.get(timeout=wait)]
@@ -187,7 +188,7 @@ class AuditWriter:
         if not self._closing.wait(self._retry_in):
             self._store(self._held, final=False)
             return False
-        queued: list[AuditEntry] = []
+        queued: list[ExchangeRecord] = []
         with contextlib.suppress(queue.Empty):
             while True:
                 entry = self._queue.get_nowait()
@@ -196,7 +197,7 @@ class AuditWriter:
         self._store([*self._held, *self._build(queued)], final=True)
         return True
 
-    def _build(self, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+    def _build(self, entries: Sequence[ExchangeRecord]) -> list[AuditRecord]:
         records: list[AuditRecord] = []
         yielded = time.perf_counter()
         for entry in entries:

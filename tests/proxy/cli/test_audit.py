@@ -11,11 +11,13 @@ from policies.base import Action
 from policies.messages import SUMMARY_PREFIX
 from proxy.cli.audit import main
 from proxy.cli.audit_render import render_diff
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.readers.query import parse_time
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.jsonl import JsonlSink
 from proxy.observability.audit.sinks.sqlite import SqliteSink
+from proxy.observability.exchange import ExchangeRecord
+from tests.factories import audited
 
 KEY = "sk-" + "T3BlbkFJ" * 6
 TOOL_OUTPUT = "".join(f"line {i}: ok\n" for i in range(200))
@@ -23,7 +25,7 @@ KEPT = "".join(f"line {i}: ok\n" for i in range(10))
 SHORT = KEPT + "[... 190 lines removed ...]"
 
 
-def chat_entry(at: float) -> AuditEntry:
+def chat_entry(at: float) -> ExchangeRecord:
     original: list[dict[str, Any]] = [
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "old question"},
@@ -45,7 +47,7 @@ def chat_entry(at: float) -> AuditEntry:
         # Indexes refer to this curator's input: 3 is original[5] once turn_window ran.
         Action("tool_result_truncation", "truncate", (3,), 900, "tool output over 100 tokens"),
     ]
-    return AuditEntry(
+    return audited(
         id="req-aaa111",
         time=at,
         route="agents",
@@ -61,10 +63,10 @@ def chat_entry(at: float) -> AuditEntry:
     )
 
 
-def entries(now: float) -> list[AuditEntry]:
+def entries(now: float) -> list[ExchangeRecord]:
     return [
         chat_entry(now - 600),
-        AuditEntry(
+        audited(
             id="req-bbb222",
             time=now - 500,
             route="default",
@@ -72,7 +74,7 @@ def entries(now: float) -> list[AuditEntry]:
             skip_reason="invalid_json",
             status=400,
         ),
-        AuditEntry(
+        audited(
             id="req-aaa111.s1",
             time=now - 400,
             kind="summarizer",
@@ -228,7 +230,7 @@ def test_store_is_found_through_the_config(
     (tmp_path / "data").mkdir()
     (tmp_path / "config.yaml").write_text("audit:\n  path: data/audit.db\n")
     sink = SqliteSink(str(tmp_path / "data" / "audit.db"))
-    sink.write(RecordBuilder(Redactor.build()).build(AuditEntry(id="via-config", time=1.0)))
+    sink.write(RecordBuilder(Redactor.build()).build(audited(id="via-config", time=1.0)))
     sink.close()
     _, out, _ = run(capsys, "list", "--config", str(tmp_path / "config.yaml"))
     assert "via-config" in out

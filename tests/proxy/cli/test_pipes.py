@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from proxy.cli.pipes import BROKEN_PIPE_STATUS
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.sqlite import SqliteSink
+from tests.factories import audited
 
 ROOT = Path(__file__).resolve().parents[3]
 RECORDS = 300
@@ -34,7 +35,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     now = time.time()
     text = "tool output line\n" * 200
     for i in range(RECORDS):
-        entry = AuditEntry(
+        entry = audited(
             id=f"req-{i:04d}",
             time=now - RECORDS + i,
             route="default",

@@ -21,9 +21,9 @@ from proxy.cli import simulate
 from proxy.cli.main import main
 from proxy.cli.simulate_model import Options
 from proxy.config.loader import Config, load_config
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.redact import Redactor
-from tests.factories import assistant_calls, long_text, system, tokens, tool_result, user
+from tests.factories import assistant_calls, audited, long_text, system, tokens, tool_result, user
 
 Msg = dict[str, Any]
 
@@ -479,9 +479,9 @@ def test_audit_export_lines_are_read_as_they_are_written(
     body = conversation()
     builder = RecordBuilder(Redactor.build())
     entries = [
-        AuditEntry(id="a1", time=1.0, model="small-agent", original=body["messages"]),
-        AuditEntry(id="a2", time=2.0, kind="summarizer", parent_id="a1", model="small-x"),
-        AuditEntry(id="a3", time=3.0, model="other", original=body["messages"]),
+        audited(id="a1", time=1.0, model="small-agent", original=body["messages"]),
+        audited(id="a2", time=2.0, kind="summarizer", parent_id="a1", model="small-x"),
+        audited(id="a3", time=3.0, model="other", original=body["messages"]),
     ]
     path = tmp_path / "export.jsonl"
     path.write_bytes(b"".join(builder.build(e).to_json() + b"\n" for e in entries))

@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from proxy.cli.main import main
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.postgres_writer import PostgresSink
 from proxy.observability.audit.sinks.sqlite import SqliteSink
-from tests.factories import assistant_calls, long_text, system, tool_result, user
+from tests.factories import assistant_calls, audited, long_text, system, tool_result, user
 
 TOOLS = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}]
 
@@ -35,7 +35,7 @@ def write(sink: Any, requests: list[list[dict[str, Any]]], now: float) -> None:
     builder = RecordBuilder(Redactor.build())
     body = {"tools": TOOLS, "max_completion_tokens": 500}
     entries = [
-        AuditEntry(f"r{i:02}", now - 60 + i, model="gpt-4o", original=messages, body=body)
+        audited(f"r{i:02}", now - 60 + i, model="gpt-4o", original=messages, body=body)
         for i, messages in enumerate(requests)
     ]
     records = [builder.build(entry) for entry in entries]

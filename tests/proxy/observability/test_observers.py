@@ -30,15 +30,17 @@ from proxy.config.loader import (
     UpstreamConfig,
 )
 from proxy.errors import upstream_timeout
-from proxy.observability.audit.entry import AuditEntry
-from proxy.observability.audit.observer import exchange_entry, summary_entry
+from proxy.observability.audit.entry import RecordBuilder, audit_kind, audit_mode, audit_response
+from proxy.observability.audit.observer import summary_call
 from proxy.observability.audit.readers.sqlite import SqliteReader
+from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.stamps import key_fingerprint
 from proxy.observability.exchange import ExchangeRecord, SummaryCall, new_id
 from proxy.observability.observers import open_observability
 from proxy.protocols.chat import CHAT as CHAT_API
 from proxy.serving.app import create_app
 from tests import factories as f
+from tests.factories import audited
 
 BASE = "http://upstream.test/v1"
 CHAT = "/v1/chat/completions"
@@ -318,16 +320,19 @@ def record_for(**overrides: Any) -> ExchangeRecord:
 
 def test_an_unchanged_request_stores_no_second_message_list() -> None:
     messages = [f.user("hi")]
-    entry = exchange_entry(record_for(original=messages, curated=messages))
-    assert entry.original is messages
-    assert entry.curated is None
-    changed = exchange_entry(record_for(original=messages, curated=[f.user("h")]))
-    assert changed.curated == [f.user("h")]
+    builder = RecordBuilder(Redactor.build())
+    same = builder.build(record_for(original=messages, curated=messages))
+    assert len(same.original) == 1
+    assert same.curated is None
+    changed = builder.build(record_for(original=messages, curated=[f.user("h")]))
+    assert changed.curated is not None
+    assert changed.as_dict()["curated"] == [f.user("h")]
 
 
 def test_shadow_mode_is_named_in_the_record() -> None:
-    assert exchange_entry(record_for(mode="shadow")).mode == "shadow"
-    assert exchange_entry(record_for(skip_reason="curator_error")).mode == "skipped"
+    assert audit_mode(record_for(mode="shadow")) == "shadow"
+    assert audit_mode(record_for(skip_reason="curator_error")) == "skipped"
+    assert audit_mode(record_for()) == "curated"
 
 
 def call_with(completion: Completion | None, error: BaseException | None) -> SummaryCall:
@@ -344,8 +349,8 @@ def call_with(completion: Completion | None, error: BaseException | None) -> Sum
     ],
 )
 def test_failed_summarizer_calls_keep_why(error: BaseException, status: int, text: str) -> None:
-    entry = summary_entry(record_for(), call_with(None, error))
-    assert (entry.kind, entry.parent_id, entry.status, entry.response) == (
+    entry = summary_call(record_for(), call_with(None, error))
+    assert (audit_kind(entry), entry.parent_id, entry.status, audit_response(entry)) == (
         "summarizer",
         "r1",
         status,
@@ -362,8 +367,8 @@ def test_open_observability_counts_failed_and_dropped_records(tmp_path: Path) ->
         async with open_observability(config) as seen:
             assert seen.audit is not None
             assert seen.metrics is not None
-            seen.audit.submit(AuditEntry(id="a", time=0.0))
-        seen.audit.submit(AuditEntry(id="b", time=0.0))  # closed by now: dropped
+            seen.audit.submit(audited(id="a", time=0.0))
+        seen.audit.submit(audited(id="b", time=0.0))  # closed by now: dropped
         return seen.metrics, seen.audit.stats()
 
     metrics, stats = anyio.run(scenario)

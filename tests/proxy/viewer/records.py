@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from policies.base import Action
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.jsonl import JsonlSink
 from proxy.observability.audit.sinks.sqlite import SqliteSink
+from proxy.observability.exchange import ExchangeRecord
 from tests import factories as f
+from tests.factories import audited
 
 T0 = 1_767_225_600.0
 SCRIPT = "<script>alert('x')</script>"
@@ -28,9 +30,9 @@ def conversation(turn: int, opening: str = "Fix the tests.") -> list[dict[str, o
     return msgs
 
 
-def entries() -> list[AuditEntry]:
+def entries() -> list[ExchangeRecord]:
     """Two conversations (three and two turns), a summarizer call and a failed request."""
-    out: list[AuditEntry] = []
+    out: list[ExchangeRecord] = []
     for n in range(3):
         original = conversation(n + 1)
         curated = [*original[:2], *original[-2:]] if n else None
@@ -40,7 +42,7 @@ def entries() -> list[AuditEntry]:
             else ()
         )
         out.append(
-            AuditEntry(
+            audited(
                 id=f"a{n}00000000", time=T0 + n, route="agents", policy="agent", model="gpt-4o",
                 original=original, curated=curated, actions=actions, tokens_before=100 + n,
                 tokens_after=60 if n else 100, status=200, response=b'{"choices": []}',
@@ -48,22 +50,22 @@ def entries() -> list[AuditEntry]:
         )  # fmt: skip
     for n in range(2):
         out.append(
-            AuditEntry(
+            audited(
                 id=f"b{n}00000000", time=T0 + 10 + n, route="chat", policy="off",
                 model="gpt-4o-mini",
                 original=[*conversation(n, f"Say {SCRIPT}"), f.user(f"key {SECRET}")], status=200,
             )
         )  # fmt: skip
-    out.append(AuditEntry(id="c000000000", time=T0 + 20, kind="summarizer", parent_id="a200000000",
+    out.append(audited(id="c000000000", time=T0 + 20, kind="summarizer", parent_id="a200000000",
                           route="agents", model="gpt-4o-mini", original=[f.user("summarize")],
                           status=200))  # fmt: skip
-    out.append(AuditEntry(id="d000000000", time=T0 + 30, route="chat", policy="off",
+    out.append(audited(id="d000000000", time=T0 + 30, route="chat", policy="off",
                           model="gpt-4o", original=[f.user("rate")], status=429,
                           response=b'{"error": {"message": "slow"}}'))  # fmt: skip
     return out
 
 
-def write(folder: Path, items: Sequence[AuditEntry]) -> tuple[Path, Path]:
+def write(folder: Path, items: Sequence[ExchangeRecord]) -> tuple[Path, Path]:
     builder = RecordBuilder(Redactor.build())
     records = [builder.build(e) for e in items]
     db, lines = folder / "audit.db", folder / "audit.jsonl"

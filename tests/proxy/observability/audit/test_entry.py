@@ -11,11 +11,13 @@ import pytest
 from policies.base import Action
 from policies.messages import Message
 from proxy.observability.audit.capture import BodyCapture
-from proxy.observability.audit.entry import FIELD_ORDER, AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import FIELD_ORDER, RecordBuilder
 from proxy.observability.audit.redact import MASK, Detector, Redactor
 from proxy.observability.audit.stamps import iso_time, key_fingerprint, parse_iso
+from proxy.observability.exchange import ExchangeRecord
 from proxy.protocols.responses.items import GROUP, INSTRUCTIONS
 from proxy.protocols.responses.protocol import RESPONSES
+from tests.factories import audited
 
 KEY = "sk-proj-" + "Qw3_Er4-Ty5" * 8
 PEM = (
@@ -55,7 +57,7 @@ def sse(*pieces: str) -> bytes:
     return out + b"data: [DONE]\n\n"
 
 
-def entry(**overrides: Any) -> AuditEntry:
+def entry(**overrides: Any) -> ExchangeRecord:
     values: dict[str, Any] = {
         "id": "req-1",
         "time": T0,
@@ -66,7 +68,7 @@ def entry(**overrides: Any) -> AuditEntry:
         "original": conversation(),
         "status": 200,
     }
-    return AuditEntry(**(values | overrides))
+    return audited(**(values | overrides))
 
 
 @pytest.fixture
@@ -113,7 +115,7 @@ def test_record_fields_and_order(builder: RecordBuilder) -> None:
             tokens_after=300,
             latency_ms=12.5,
             ttfb_ms=4.0,
-            mode="enforce",
+            mode="curated",
         )
     )
     parsed = record.as_dict()
@@ -136,7 +138,7 @@ def test_record_fields_and_order(builder: RecordBuilder) -> None:
     assert (parsed["tokens_before"], parsed["tokens_after"], parsed["mode"]) == (
         1000,
         300,
-        "enforce",
+        "curated",
     )
 
 
@@ -349,12 +351,12 @@ def test_a_protocols_own_message_keys_are_never_stored(builder: RecordBuilder) -
         {"role": "system", "content": "be brief", GROUP: INSTRUCTIONS},
         {"role": "user", "content": "hi", GROUP: 0},
     ]
-    entry = AuditEntry(id="r", time=0.0, protocol=RESPONSES, original=original)
+    entry = audited(id="r", time=0.0, protocol=RESPONSES, original=original)
     stored = builder.build(entry)
     assert [json.loads(m.data) for m in stored.original] == [
         {"role": "system", "content": "be brief"},
         {"role": "user", "content": "hi"},
     ]
     assert GROUP in original[1]  # the request's own messages are left as they were
-    chat = builder.build(AuditEntry(id="c", time=0.0, original=[{"role": "user", "x": 1}]))
+    chat = builder.build(audited(id="c", time=0.0, original=[{"role": "user", "x": 1}]))
     assert json.loads(chat.original[0].data) == {"role": "user", "x": 1}

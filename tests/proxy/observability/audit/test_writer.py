@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from proxy.config.audit import AuditConfig
-from proxy.observability.audit.entry import AuditEntry, AuditRecord, RecordBuilder
+from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.base import Sink
 from proxy.observability.audit.sinks.jsonl import JsonlSink
@@ -23,14 +23,16 @@ from proxy.observability.audit.writer import (
     WriteOutcome,
     open_audit,
 )
+from proxy.observability.exchange import ExchangeRecord
+from tests.factories import audited
 
 KEY = "ghp_" + "Ab3De5Gh7J" * 4
 T0 = 1_767_225_600.0
 WAIT = 30.0
 
 
-def entry(i: int) -> AuditEntry:
-    return AuditEntry(id=f"r{i}", time=T0 + i, original=[{"role": "user", "content": f"{i} {KEY}"}])
+def entry(i: int) -> ExchangeRecord:
+    return audited(id=f"r{i}", time=T0 + i, original=[{"role": "user", "content": f"{i} {KEY}"}])
 
 
 class MemorySink:
@@ -110,7 +112,7 @@ def test_close_flushes_a_burst_in_order_in_few_batches() -> None:
 
 def test_an_entry_that_cannot_be_built_fails_alone(caplog: pytest.LogCaptureFixture) -> None:
     class Picky(RecordBuilder):
-        def build(self, entry: AuditEntry) -> AuditRecord:
+        def build(self, entry: ExchangeRecord) -> AuditRecord:
             if entry.id == "r1":
                 raise ValueError("unbuildable")
             return super().build(entry)

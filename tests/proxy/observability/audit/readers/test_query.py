@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from proxy.observability.audit.entry import AuditEntry
 from proxy.observability.audit.readers.jsonl import JsonlReader
 from proxy.observability.audit.readers.postgres import PostgresReader
 from proxy.observability.audit.readers.query import (
@@ -19,6 +18,7 @@ from proxy.observability.audit.readers.query import (
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.stamps import parse_iso
 from tests import factories as f
+from tests.factories import audited
 from tests.proxy.viewer.records import SCRIPT, SECRET, T0, write
 
 Reader = SqliteReader | JsonlReader | PostgresReader
@@ -70,9 +70,7 @@ def test_text_search_is_case_insensitive_over_messages(reader: Reader) -> None:
 
 def test_text_search_on_non_ascii(tmp_path: Path) -> None:
 
-    db, lines = write(
-        tmp_path, [AuditEntry(id="x1", time=T0, original=[f.user("Ärger mit Émile")])]
-    )
+    db, lines = write(tmp_path, [audited(id="x1", time=T0, original=[f.user("Ärger mit Émile")])])
     for reader in (SqliteReader(str(db)), JsonlReader(str(lines))):
         assert [r["id"] for r in reader.search(Query(text="émile")).rows] == ["x1"]
         reader.close()

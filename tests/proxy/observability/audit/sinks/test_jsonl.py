@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.readers.jsonl import JsonlReader
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.jsonl import JsonlSink
+from tests.factories import audited
 
 KEY = "sk-ant-api03-" + "Lm9_Np8-" * 8
 T0 = 1_767_225_600.0
@@ -18,7 +19,7 @@ T0 = 1_767_225_600.0
 
 def build(rid: str, at: float = T0) -> bytes:
     messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": f"key {KEY}"}]
-    entry = AuditEntry(id=rid, time=at, route="r", original=messages)
+    entry = audited(id=rid, time=at, route="r", original=messages)
     return RecordBuilder(Redactor.build()).build(entry).to_json()
 
 
@@ -27,10 +28,8 @@ def test_lines_are_self_contained_and_redacted(tmp_path: Path) -> None:
     builder = RecordBuilder(Redactor.build())
     sink = JsonlSink(str(path))
     original = [{"role": "user", "content": f"key {KEY}"}, {"role": "user", "content": "more"}]
-    sink.write(builder.build(AuditEntry(id="a", time=T0, original=original)))
-    sink.write(
-        builder.build(AuditEntry(id="b", time=T0 + 1, original=original, curated=original[1:]))
-    )
+    sink.write(builder.build(audited(id="a", time=T0, original=original)))
+    sink.write(builder.build(audited(id="b", time=T0 + 1, original=original, curated=original[1:])))
     sink.close()
     raw = path.read_bytes()
     assert KEY.encode() not in raw
@@ -44,7 +43,7 @@ def test_lines_are_self_contained_and_redacted(tmp_path: Path) -> None:
 
 def test_dash_means_stdout(capfd: pytest.CaptureFixture[str]) -> None:
     sink = JsonlSink("-")
-    sink.write(RecordBuilder(Redactor.build()).build(AuditEntry(id="out", time=T0)))
+    sink.write(RecordBuilder(Redactor.build()).build(audited(id="out", time=T0)))
     sink.close()
     out = capfd.readouterr().out
     assert json.loads(out)["id"] == "out"
@@ -56,13 +55,14 @@ def test_unwritable_path_raises_for_the_writer_to_count(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     sink = JsonlSink(str(blocker / "audit.jsonl"))
     with pytest.raises(NotADirectoryError):
-        sink.write(RecordBuilder(Redactor.build()).build(AuditEntry(id="x", time=T0)))
+        sink.write(RecordBuilder(Redactor.build()).build(audited(id="x", time=T0)))
 
 
 APPEND_SCRIPT = """
 import sys
 from proxy.observability.audit.sinks.jsonl import JsonlSink
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
+from tests.factories import audited
 from proxy.observability.audit.redact import Redactor
 
 path, name = sys.argv[1], sys.argv[2]
@@ -70,7 +70,7 @@ builder = RecordBuilder(Redactor.build())
 sink = JsonlSink(path)
 for i in range(60):
     messages = [{"role": "user", "content": (name + " ") * 6000}]
-    sink.write(builder.build(AuditEntry(id=f"{name}-{i}", time=1.0, original=messages)))
+    sink.write(builder.build(audited(id=f"{name}-{i}", time=1.0, original=messages)))
 sink.close()
 """
 

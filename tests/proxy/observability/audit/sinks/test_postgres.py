@@ -15,7 +15,7 @@ import orjson
 import psycopg
 import pytest
 
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.readers.postgres import PostgresReader
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks import postgres_schema as schema
@@ -23,6 +23,7 @@ from proxy.observability.audit.sinks.base import StoreUnavailable, split_digests
 from proxy.observability.audit.sinks.migrations import SchemaTooNew
 from proxy.observability.audit.sinks.postgres_writer import PostgresSink
 from proxy.observability.audit.writer import AuditWriter
+from tests.factories import audited
 from tests.postgres import PgServer
 from tests.proxy.observability.audit.sinks.test_sqlite import T0, growing_conversation, record
 
@@ -124,7 +125,8 @@ def store_size(dsn: str) -> int:
 
 WRITER_SCRIPT = """
 import sys
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
+from tests.factories import audited
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.postgres_writer import PostgresSink
 
@@ -138,7 +140,7 @@ while count < 0 or i < count:
     for j in range(batch):
         n = i + j
         messages = [system, {"role": "user", "content": f"{name} message {n} " + "x" * 500}]
-        records.append(builder.build(AuditEntry(id=f"{name}-{n}", time=1.0 + n, original=messages)))
+        records.append(builder.build(audited(id=f"{name}-{n}", time=1.0 + n, original=messages)))
     sink.write_many(records)
     i += batch
     print(i, flush=True)
@@ -199,12 +201,12 @@ def test_database_restart_mid_run_every_record_written_once(
 ) -> None:
     writer = AuditWriter(PostgresSink(fresh_dsn), builder, max_queue=1000)
     for i in range(50):
-        writer.submit(AuditEntry(id=f"before-{i}", time=T0 + i, original=[{"role": "user"}]))
+        writer.submit(audited(id=f"before-{i}", time=T0 + i, original=[{"role": "user"}]))
     wait_until(lambda: writer.stats().written == 50, "the first records")
     pg_server.stop("immediate")
     try:
         for i in range(50):
-            writer.submit(AuditEntry(id=f"during-{i}", time=T0 + 50 + i))
+            writer.submit(audited(id=f"during-{i}", time=T0 + 50 + i))
         wait_until(lambda: writer.health().state == "degraded", "the outage to show")
         assert writer.stats().failed == 0
     finally:
@@ -223,7 +225,7 @@ def test_down_at_start_queues_then_drops_and_counts(builder: RecordBuilder) -> N
     writer = AuditWriter(PostgresSink(dsn, connect_timeout_s=1), builder, max_queue=5)
     wait_until(lambda: writer.health().state == "degraded", "the outage to show")
     for i in range(40):
-        writer.submit(AuditEntry(id=f"r{i}", time=T0 + i))
+        writer.submit(audited(id=f"r{i}", time=T0 + i))
     assert writer.stats().dropped > 0  # beyond the queue (and the one held batch)
     assert writer.close(WAIT_S)
     stats = writer.stats()

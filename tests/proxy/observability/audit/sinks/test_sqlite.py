@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy.observability.audit.entry import AuditEntry, AuditRecord, RecordBuilder
+from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.sqlite import (
@@ -24,6 +24,7 @@ from proxy.observability.audit.sinks.sqlite import (
     split_digests,
     used_bytes,
 )
+from tests.factories import audited
 
 T0 = 1_767_225_600.0
 WORDS = (
@@ -46,7 +47,7 @@ def prose(rng: random.Random, chars: int) -> str:
 def record(
     builder: RecordBuilder, messages: list[dict[str, Any]], *, rid: str, at: float, **kw: Any
 ) -> AuditRecord:
-    return builder.build(AuditEntry(id=rid, time=at, route="r", original=messages, **kw))
+    return builder.build(audited(id=rid, time=at, route="r", original=messages, **kw))
 
 
 @pytest.fixture
@@ -150,7 +151,7 @@ def test_reader_lists_shows_and_exports(db: str, builder: RecordBuilder) -> None
     sink = SqliteSink(db)
     for i, route in enumerate(["a", "b", "a"]):
         messages = [{"role": "user", "content": f"q{i}"}]
-        rec = builder.build(AuditEntry(id=f"req-{i}", time=T0 + i, route=route, original=messages))
+        rec = builder.build(audited(id=f"req-{i}", time=T0 + i, route=route, original=messages))
         sink.write(rec)
     sink.close()
     reader = SqliteReader(db)
@@ -171,7 +172,7 @@ def test_reader_lists_shows_and_exports(db: str, builder: RecordBuilder) -> None
 def test_prefix_lookup_treats_like_wildcards_literally(db: str, builder: RecordBuilder) -> None:
     sink = SqliteSink(db)
     for rid in ("a_1", "ab1"):
-        sink.write(builder.build(AuditEntry(id=rid, time=T0, original=[])))
+        sink.write(builder.build(audited(id=rid, time=T0, original=[])))
     sink.close()
     reader = SqliteReader(db)
     found = reader.get("a_")
@@ -228,7 +229,8 @@ def test_prune_without_retention_does_nothing(db: str, builder: RecordBuilder) -
 
 WRITER_SCRIPT = """
 import sys
-from proxy.observability.audit.entry import AuditEntry, RecordBuilder
+from proxy.observability.audit.entry import RecordBuilder
+from tests.factories import audited
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.sqlite import SqliteSink
 
@@ -239,7 +241,7 @@ system = {"role": "system", "content": "shared system prompt " * 50}
 i = 0
 while count < 0 or i < count:
     messages = [system, {"role": "user", "content": f"{name} message {i} " + "x" * 2000}]
-    sink.write(builder.build(AuditEntry(id=f"{name}-{i}", time=1.0 + i, original=messages)))
+    sink.write(builder.build(audited(id=f"{name}-{i}", time=1.0 + i, original=messages)))
     print(i, flush=True)
     i += 1
 sink.close()
@@ -292,7 +294,7 @@ def test_kill_9_mid_write_loses_at_most_the_record_in_flight(db: str) -> None:
     assert counts(db)[2] == referenced(db)
     # The store stays writable after the crash.
     sink = SqliteSink(db)
-    sink.write(RecordBuilder(Redactor.build()).build(AuditEntry(id="after", time=T0)))
+    sink.write(RecordBuilder(Redactor.build()).build(audited(id="after", time=T0)))
     sink.close()
 
 
