@@ -14,8 +14,6 @@ from hypothesis import strategies as st
 
 from policies.loader import load_preset
 from policies.policy import Policy
-from proxy.protocols.responses import items as items_module
-from proxy.protocols.responses import walk
 from proxy.protocols.responses.facts import budget_body
 from proxy.protocols.responses.items import GROUP, Mapped, to_neutral
 from proxy.protocols.responses.rebuild import rebuild
@@ -300,19 +298,3 @@ def test_any_json_maps_or_says_why_and_round_trips(items: list[Any], instruction
     back = rebuild(out, out.messages)
     assert all(a is b for a, b in zip(back, items, strict=True))
     assert f.tokens(out.messages) > 0
-
-
-PLAIN_TYPES = (None, "message", "function_call", "function_call_output", "reasoning")
-
-
-@settings(max_examples=150)
-@given(r.conversations(max_steps=10), st.booleans())
-def test_the_one_walk_fast_path_maps_as_the_general_walk(items: Items, plain_only: bool) -> None:
-    """`one_walk` (messages, function calls, outputs, reasoning) is a faster copy of the
-    general walk: where it answers, both give the same groups and messages."""
-    if plain_only:  # drop other kinds (calls with their outputs): still a valid list
-        items = [item for item in items if item.get("type") in PLAIN_TYPES]
-    fast = walk.one_walk(items)
-    event("plain" if fast is not None else "general")
-    if fast is not None:
-        assert fast == items_module._general(items)
