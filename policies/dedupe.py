@@ -15,8 +15,8 @@ then on however many copies follow (a pointer depends only on that copy and its 
 one). That one rewrite breaks the provider's cache at the old copy, so a chain that also
 clears old tool uses should run `tool_use_clearing` first: old copies are then already
 cleared, and dedupe only rewrites within the recent, uncleared tail. With `min_fill`
-(`policies.fill`), copies are replaced oldest first and stop before the prompt would fall
-below that share of the budget.
+(`policies.fill`), copies are replaced oldest first, and a replacement that would take the
+prompt below that share of the budget is not made.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Dedupe:
         floor = fill.floor(messages, ctx, self.min_fill)
         for i, new, action in reversed(edits):  # oldest first
             if not floor.allows(action.tokens_removed):
-                break
+                continue
             out[i] = new
             actions.append(action)
         return CuratorOutput(out, tuple(actions)) if actions else CuratorOutput(list(messages))

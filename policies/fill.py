@@ -8,8 +8,10 @@ reaches token_budget with at least that much left for it to degrade gracefully, 
 of being cut far below what the window could hold. `0` (the default) cuts regardless of
 the budget.
 
-Curating again changes nothing: the prompt only shrinks down the chain, so the edit that
-stopped a first pass would take the (smaller) prompt below the floor again.
+Curating again changes nothing. An edit is skipped when it would cross the floor, and the
+prompt only shrinks down the chain, so an edit skipped in a first pass would cross it again;
+the one exception, a content token_budget has since cut to fit, is never edited again for
+cost (`cut_to_fit`): its saving is smaller now, and the budget already gave it its size.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from dataclasses import dataclass
 
 from policies import params
 from policies.base import CurationContext
+from policies.degrade import MARK_END
 from policies.messages import Message
+from policies.shorten import cuttable_text
 
 
 def check(value: object) -> float:
@@ -44,8 +48,18 @@ class Floor:
         return True
 
 
-def floor(messages: Sequence[Message], ctx: CurationContext, min_fill: float) -> Floor:
-    """The floor for a curator with this `min_fill` (no floor when it is 0)."""
+def floor(
+    messages: Sequence[Message], ctx: CurationContext, min_fill: float, cap: int | None = None
+) -> Floor:
+    """The floor for a curator with this `min_fill` (no floor when it is 0), never above
+    `cap` tokens when one is given."""
     if min_fill <= 0 or not messages:
         return Floor(0, 0)
-    return Floor(ctx.count_total(messages), math.ceil(min_fill * ctx.budget))
+    lowest = math.ceil(min_fill * ctx.budget)
+    return Floor(ctx.count_total(messages), lowest if cap is None else min(lowest, cap))
+
+
+def cut_to_fit(msg: Message) -> bool:
+    """Whether token_budget has cut this message's content to fit the window."""
+    found = cuttable_text(msg)
+    return found is not None and MARK_END in found[0]

@@ -16,8 +16,8 @@ messages are never touched, nor is the last unit (with `keep_recent_turns: 0` ev
 message is older). Placeholders are far shorter than the smallest threshold, so curating
 again changes nothing.
 
-With `min_fill` (`policies.fill`), rewrites go oldest first and stop before the prompt would
-fall below that share of the budget.
+With `min_fill` (`policies.fill`), rewrites go oldest first, and one that would take the
+prompt below that share of the budget is not made.
 
 Prefix caching. A message is rewritten the turn it stops being recent, and from then on to
 the same bytes every turn (a placeholder depends only on that content), so the cache
@@ -92,14 +92,16 @@ class HistoryRetention:
             if mode == "full" or i >= old or i in pinned:
                 out.append(msg)
                 continue
-            if content_chars(msg.get("content")) <= self.threshold_chars:
+            if content_chars(msg.get("content")) <= self.threshold_chars or (
+                floor.lowest and fill.cut_to_fit(msg)
+            ):
                 out.append(msg)
                 continue
             new, kind, done = self._apply(messages, i, mode, ctx)
             action = self._action(msg, new, kind, done, i, ctx)
             if not floor.allows(action.tokens_removed):
-                out.extend(messages[i:])
-                break
+                out.append(msg)
+                continue
             actions.append(action)
             if new is not None:
                 out.append(new)

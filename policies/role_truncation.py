@@ -22,8 +22,9 @@ multiple of `(1 - low_water) * max_messages` droppable messages counted from the
 of the conversation, so appending messages leaves the cut in place until it must move,
 and then it jumps by about that many messages. `low_water: 1.0` drops the minimum.
 
-With `min_fill` (`policies.fill`), drops and then shortenings go oldest first and stop
-before the prompt would fall below that share of the budget: the cap yields to the budget.
+With `min_fill` (`policies.fill`), drops (in order, stopping at the first) and then
+shortenings (each, oldest first) are not made when they would take the prompt below that
+share of the budget: the cap yields to the budget.
 """
 
 from __future__ import annotations
@@ -121,8 +122,9 @@ class RoleTruncation:
             if i in dropped:
                 continue
             cut = self._shorten(msg) if i < old and i not in pinned else None
+            if cut is not None and floor.lowest and fill.cut_to_fit(msg):
+                cut = None  # token_budget already gave it its size
             if cut is not None and not floor.allows(ctx.count(msg) - ctx.count(cut)):
-                old = i  # the floor is reached: nothing after this is shortened
                 cut = None
             if cut is not None:
                 saved = ctx.count(msg) - ctx.count(cut)

@@ -9,8 +9,8 @@ Shapes: string content is cut. A content array made only of text parts is cut as
 joined text and becomes one text part (keeping the first part's other keys); arrays with
 images, audio or files are left alone, since cutting them would mean guessing which part
 matters. The newest `keep_recent` results stay whole: the model is usually acting on them.
-With `min_fill` (`policies.fill`), cuts go oldest first and stop before the prompt would
-fall below that share of the budget.
+With `min_fill` (`policies.fill`), cuts go oldest first, and a cut that would take the
+prompt below that share of the budget is not made.
 """
 
 from __future__ import annotations
@@ -66,11 +66,11 @@ class ToolResultTruncation:
             if before - TOKENS_PER_MESSAGE <= self.max_tokens:
                 continue
             cut = self._cut_message(msg, before, ctx)
-            if cut is None:
+            if cut is None or (floor.lowest and fill.cut_to_fit(msg)):
                 continue
             after = ctx.count(cut)
             if not floor.allows(before - after):
-                break
+                continue
             out[i] = cut
             label = f"{tool!r} result" if tool else "tool result"
             reason = f"{label} cut from {before:,} to {after:,} tokens"

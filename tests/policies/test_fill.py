@@ -39,15 +39,15 @@ def changed(before: Msgs, out: CuratorOutput) -> list[int]:
     return [i for i, (a, b) in enumerate(zip(before, out.messages, strict=False)) if a != b]
 
 
-CURATORS = [
+# Clearing's floor is capped by its trigger: see its own test below.
+FLOORED = [
     ToolResultTruncation(max_tokens=500, keep_recent=0, min_fill=0.85),
-    ToolUseClearing(trigger_tokens=0, keep=0, min_fill=0.85),
     HistoryRetention(threshold_chars=1000, keep_recent_turns=1, min_fill=0.85),
     Dedupe(min_tokens=50, min_fill=0.85),
 ]
 
 
-@pytest.mark.parametrize("curator", CURATORS, ids=lambda c: c.name)
+@pytest.mark.parametrize("curator", FLOORED, ids=lambda c: c.name)
 def test_the_oldest_are_cut_until_the_floor(curator: Any) -> None:
     messages = agent_run(8, same=isinstance(curator, Dedupe))
     total = f.tokens(messages)
@@ -65,7 +65,7 @@ def test_the_oldest_are_cut_until_the_floor(curator: Any) -> None:
     assert curator.curate(out.messages, ctx).messages == out.messages
 
 
-@pytest.mark.parametrize("curator", CURATORS, ids=lambda c: c.name)
+@pytest.mark.parametrize("curator", FLOORED, ids=lambda c: c.name)
 def test_without_min_fill_every_candidate_is_cut(curator: Any) -> None:
     messages = agent_run(8, same=isinstance(curator, Dedupe))
     ctx = f.ctx(budget=int(f.tokens(messages) * 0.8))
@@ -74,11 +74,26 @@ def test_without_min_fill_every_candidate_is_cut(curator: Any) -> None:
     assert len(changed(messages, bare.curate(messages, ctx))) > len(changed(messages, floored))
 
 
-@pytest.mark.parametrize("curator", CURATORS, ids=lambda c: c.name)
+@pytest.mark.parametrize("curator", FLOORED, ids=lambda c: c.name)
 def test_a_prompt_already_under_the_floor_is_left_alone(curator: Any) -> None:
     messages = agent_run(8, same=isinstance(curator, Dedupe))
     ctx = f.ctx(budget=f.tokens(messages) * 2)
     assert curator.curate(messages, ctx).actions == ()
+
+
+def test_clearing_floor_is_at_most_half_its_trigger() -> None:
+    """Clearing keeps a long session near its trigger whatever the window: its floor is
+    85% of the budget, or half the trigger when that is lower."""
+    messages = agent_run(8)
+    total = f.tokens(messages)  # about 24k
+    roomy = f.ctx(budget=total)  # 85%: ~20.6k, above half the trigger
+    out = ToolUseClearing(trigger_tokens=16_000, keep=0, min_fill=0.85).curate(messages, roomy)
+    used = f.tokens(out.messages)
+    assert 8_000 <= used < 0.85 * roomy.budget
+    small = f.ctx(budget=8_000)  # 85%: 6,800, below half the trigger
+    out = ToolUseClearing(trigger_tokens=16_000, keep=0, min_fill=0.85).curate(messages, small)
+    assert f.tokens(out.messages) >= math.ceil(0.85 * small.budget)
+    assert out.actions
 
 
 def test_role_truncation_cap_yields_to_the_floor() -> None:
