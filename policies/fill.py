@@ -1,13 +1,12 @@
 """`min_fill`: a curator that cuts for cost never starves the prompt.
 
 Curators that shorten, clear or drop content whatever the budget (tool_result_truncation,
-tool_use_clearing, history_retention, role_truncation) take `min_fill`, a share of the
-request's token budget. Their edits are applied oldest first, and one that would take the
-prompt below `min_fill * budget` is not made (edits that move in order, as clearing's
-chunks, stop there), so a conversation over the budget
-reaches token_budget with at least that much left for it to degrade gracefully, instead
-of being cut far below what the window could hold. `0` (the default) cuts regardless of
-the budget.
+tool_use_clearing, dedupe, history_retention, role_truncation) take `min_fill`, a share of
+the request's token budget. Their edits are applied oldest first, and one that would take
+the prompt below `min_fill * budget` is not made (edits that move in order, as clearing's
+chunks, stop there). So a conversation over the budget reaches token_budget with at least
+that much left for it to degrade gracefully, instead of being cut far below what the
+window could hold. `0` (the default) cuts regardless of the budget.
 
 Curating again changes nothing. An edit is skipped when it would cross the floor, and the
 prompt only shrinks down the chain, so an edit skipped in a first pass would cross it again;
