@@ -25,20 +25,21 @@ Walked = tuple[list[Group], list[dict[str, Any]]]
 def one_walk(items: Sequence[object]) -> Walked | None:
     """The groups and neutral messages of `items`, or None (see the module docstring)."""
     walk = _Walk()
+    output, call, message, riders = walk.output, walk.call, walk.message, walk.riders
     for i, item in enumerate(items):
         if type(item) is not dict:
             return None
         t = item.get("type")
         if t == "function_call_output":
-            if not walk.output(i, item):
+            if not output(i, item):
                 return None
         elif t == "function_call":
-            walk.call(i, item)
+            call(i, item)
         elif t == "message" or t is None:
-            if not walk.message(i, item):
+            if not message(i, item):
                 return None
         elif t == "reasoning":
-            walk.riders.append(i)
+            riders.append(i)
         else:
             return None
     if walk.waiting or walk.riders:
@@ -59,6 +60,7 @@ class _Walk:
         "primaries",
         "ridden",
         "riders",
+        "shaped",
         "waiting",
     )
 
@@ -66,6 +68,8 @@ class _Walk:
         self.kinds: list[GroupKind] = []
         self.ids: list[list[int]] = []
         self.primaries: list[int] = []
+        self.shaped: list[bool] = []
+        """Whether the primary item's content (or output) is a string or a list."""
         self.messages: list[dict[str, Any]] = []
         self.pending: dict[str, int] = {}
         self.waiting = 0
@@ -87,8 +91,14 @@ class _Walk:
         self.block = -1
         out = item.get("output")
         shaped = type(out) is str or type(out) is list
-        content: object = to_neutral_content(out) if shaped else [item]
-        n = self._group("output", i, i)
+        content: object = (
+            (out if type(out) is str else to_neutral_content(out)) if shaped else [item]
+        )
+        n = len(self.kinds)  # `_group`, inlined: no rider here (checked above)
+        self.kinds.append("output")
+        self.ids.append([i])
+        self.primaries.append(i)
+        self.shaped.append(shaped)
         self.messages.append({"role": "tool", "tool_call_id": cid, "content": content, GROUP: n})
         return True
 
@@ -101,7 +111,7 @@ class _Walk:
         call = {"id": cid if type(cid) is str else None, "type": "function", "function": fn}
         block = self.block
         if block < 0:
-            self.block = n = self._group("calls", i, -1)
+            self.block = n = self._group("calls", i, -1, False)
             self.messages.append(
                 {"role": "assistant", "content": None, "tool_calls": [call], GROUP: n}
             )
@@ -128,13 +138,14 @@ class _Walk:
         role = item.get("role")
         if self.waiting or role not in ROLES or "content" not in item:
             return False
-        content = to_neutral_content(item["content"])
-        n = self._group("message", i, i)
+        value = item["content"]
+        content = value if type(value) is str else to_neutral_content(value)
+        n = self._group("message", i, i, type(value) is str or type(value) is list)
         self.messages.append({"role": role, "content": content, GROUP: n})
         self.block = n if role == "assistant" else -1
         return True
 
-    def _group(self, k: GroupKind, i: int, primary: int) -> int:
+    def _group(self, k: GroupKind, i: int, primary: int, shaped: bool) -> int:
         n = len(self.kinds)
         if self.riders:
             self.ridden.append(n)
@@ -144,21 +155,15 @@ class _Walk:
             self.ids.append([i])
         self.kinds.append(k)
         self.primaries.append(primary)
+        self.shaped.append(shaped)
         return n
 
     def groups(self, items: Sequence[Mapping[str, Any]]) -> list[Group]:
         """The groups, as `frozen_group` makes them; a ridden group's message is rebuilt by
         `group_message` too."""
         make = tuple.__new__  # a NamedTuple's own constructor is a Python function: 2.5x slower
-        groups: list[Group] = []
-        shape = zip(self.kinds, self.ids, self.primaries, strict=True)
-        for k, members, primary in shape:
-            if primary < 0:
-                groups.append(make(Group, (k, tuple(members), -1, False)))
-                continue
-            value = items[primary].get("output" if k == "output" else "content")
-            shaped = type(value) is str or type(value) is list
-            groups.append(make(Group, (k, tuple(members), primary, shaped)))
+        shape = zip(self.kinds, self.ids, self.primaries, self.shaped, strict=True)
+        groups: list[Group] = [make(Group, (k, tuple(m), p, e)) for k, m, p, e in shape]
         for n in self.ridden:
             groups[n] = group = frozen_group(
                 items, self.kinds[n], tuple(self.ids[n]), self.primaries[n]
