@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import gc
 import hashlib
 import statistics
 import time
@@ -33,6 +34,7 @@ from proxy.config.limits import Limits
 from proxy.protocols.base import WireProtocol
 from proxy.protocols.chat import CHAT
 from proxy.protocols.responses.protocol import RESPONSES
+from proxy.serving.server import GC_YOUNG_THRESHOLD
 
 MODEL = "bench-32k"
 WINDOW = 32_768
@@ -146,6 +148,12 @@ def main() -> None:
         CHAT: orjson.dumps(chat),
         RESPONSES: orjson.dumps(responses),
     }
+    # The process as `curator serve` prepares it: startup objects out of the GC's sight,
+    # young collections at the server's threshold (`proxy.serving.server.prepare_process`).
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
     times: dict[WireProtocol, list[float]] = {CHAT: [], RESPONSES: []}
     for k in range(args.runs + 2):
         for protocol, raw in bodies.items():
