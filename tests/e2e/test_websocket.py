@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
+from openai import OpenAI
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
@@ -134,3 +135,17 @@ def test_a_proxy_key_is_required_and_never_forwarded(keyed_proxy: str, fake: Fak
     with session(keyed_proxy, Authorization=f"Bearer {PROXY_KEY}") as ws:
         assert orjson.loads(ws.recv(timeout=5)) == {"type": "session.created"}
     assert fake.last.header("authorization") is None
+
+
+def test_the_openai_sdk_realtime_client_works_through_the_proxy(
+    proxy_origin: str, fake: FakeOpenAI
+) -> None:
+    client = OpenAI(base_url=proxy_origin + "/v1", api_key=CLIENT_KEY, max_retries=0)
+    with client.realtime.connect(model="gpt-realtime") as connection:
+        assert orjson.loads(connection.recv_bytes()) == {"type": "session.created"}
+        connection.send({"type": "session.update", "session": {"type": "realtime"}})
+        echoed = connection.recv_bytes()
+    assert echoed.startswith(b'echo:{"type": "session.update"')
+    assert fake.last.path == "/v1/realtime"
+    assert fake.last.query == b"model=gpt-realtime"
+    client.close()
