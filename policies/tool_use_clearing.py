@@ -23,10 +23,11 @@ Curating again changes nothing: cleared results save nothing more, so what is le
 completes a chunk.
 
 With `min_fill` (`policies.fill`), chunks are cleared oldest first and stop before the
-prompt would fall below that share of the budget, or below half of `trigger_tokens` when
-that is lower. A small window is never starved, and on a window far above the trigger
-clearing still does what it is for, keeping a long session's prompt near the trigger:
-a prompt of half the trigger is not a starved one.
+prompt would fall below that share of the budget, or below a quarter of `trigger_tokens`
+when that is lower. A small window is never starved, and on a window far above the trigger
+clearing still does what it is for, keeping a long session's prompt near the trigger: a
+prompt of a quarter of the trigger (the newest `keep` results whole, every call still
+named) is not a starved one.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class ToolUseClearing:
         if total <= self.trigger_tokens:
             return CuratorOutput(list(messages))
         blocks = self._clearable(messages, ctx)
-        floor = fill.floor(messages, ctx, self.min_fill, cap=self.trigger_tokens // 2)  # see above
+        floor = fill.floor(messages, ctx, self.min_fill, cap=self.trigger_tokens // 4)  # see above
         cleared = 0
         for end in self._chunk_ends([b.saved for b in blocks]):
             if not floor.allows(sum(b.saved for b in blocks[cleared:end])):
