@@ -143,6 +143,14 @@ def checked_target(scope: Scope) -> bytes:
     """
     if scope["method"] not in _ALLOWED:
         raise method_not_allowed(ALLOWED_METHODS)
+    return checked_path(scope)
+
+
+def checked_path(scope: Scope) -> bytes:
+    """The raw path of a proxied request or WebSocket session, once it is fit to forward.
+
+    Raises 400 `invalid_path`.
+    """
     raw = raw_path(scope)
     problem = path_problem(raw)
     if problem is None and not raw.startswith(PROXIED_PREFIX):

@@ -27,7 +27,7 @@ from urllib.parse import parse_qs
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from proxy.errors import ProxyError, invalid_path, no_route, upstream_timeout, upstream_unreachable
+from proxy.errors import ProxyError, no_route, upstream_timeout, upstream_unreachable
 from proxy.serving.edge import Edge
 from proxy.serving.guard import (
     CREDENTIALS,
@@ -37,7 +37,7 @@ from proxy.serving.guard import (
     presented_credential,
 )
 from proxy.serving.incoming import header_map
-from proxy.serving.paths import PROXIED_PREFIX, REASONS, path_problem, raw_path
+from proxy.serving.paths import checked_path
 from proxy.types import Headers, Message, Receive, Scope, Send
 from proxy.upstream.hygiene import request_headers, upstream_url
 
@@ -92,12 +92,7 @@ async def _open_upstream(scope: Scope, edge: Edge, keys: KeyRing) -> ClientConne
             count_rejection(scope.get("state", {}), "invalid_proxy_key")
             raise invalid_proxy_key()
         headers = [h for h in headers if h[0] not in CREDENTIALS]
-    target = raw_path(scope)
-    problem = path_problem(target)
-    if problem is None and not target.startswith(PROXIED_PREFIX):
-        problem = "escape"
-    if problem is not None:
-        raise invalid_path(REASONS[problem])
+    target = checked_path(scope)
     query: bytes = scope["query_string"]
     model = parse_qs(query.decode("latin-1")).get("model", [None])[0]
     wanted = header_map(headers) if edge.route_by_headers else {}
