@@ -35,3 +35,10 @@ def problems(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> li
         load(tmp_path, text, env)
     prefix = f"{tmp_path}/"
     return [str(p).removeprefix(prefix) for p in info.value.problems]
+
+
+def assert_one_problem(tmp_path: Path, text: str, expected: str) -> None:
+    """Loading `text` fails with exactly one problem, which starts with `expected`."""
+    found = problems(tmp_path, text)
+    assert len(found) == 1, found
+    assert found[0].startswith(expected), found

@@ -18,7 +18,7 @@ from proxy.config.loader import (
     default_config,
     load_config,
 )
-from tests.proxy.config.configs import MINIMAL, load, problems, write
+from tests.proxy.config.configs import MINIMAL, assert_one_problem, load, problems, write
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -188,9 +188,7 @@ ERRORS = [
 
 @pytest.mark.parametrize(("text", "expected"), ERRORS)
 def test_error_has_file_line_and_key_path(tmp_path: Path, text: str, expected: str) -> None:
-    found = problems(tmp_path, text)
-    assert len(found) == 1, found
-    assert found[0].startswith(expected), found
+    assert_one_problem(tmp_path, text, expected)
 
 
 def test_misspelled_required_section(tmp_path: Path) -> None:

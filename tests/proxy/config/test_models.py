@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.proxy.config.configs import MINIMAL, problems
+from tests.proxy.config.configs import MINIMAL, assert_one_problem
 
 ERRORS = [
     (
@@ -23,6 +23,4 @@ ERRORS = [
 
 @pytest.mark.parametrize(("text", "expected"), ERRORS)
 def test_error_has_file_line_and_key_path(tmp_path: Path, text: str, expected: str) -> None:
-    found = problems(tmp_path, text)
-    assert len(found) == 1, found
-    assert found[0].startswith(expected), found
+    assert_one_problem(tmp_path, text, expected)
