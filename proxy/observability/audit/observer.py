@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any, Literal
 
 import orjson
 
 from proxy.errors import ProxyError
 from proxy.observability.audit.writer import AuditWriter
 from proxy.observability.exchange import ExchangeRecord, FirstAttempt, SummaryCall, new_id
+from proxy.protocols.base import WireProtocol
 from proxy.protocols.chat import CHAT
 
 
@@ -42,17 +44,13 @@ class AuditObserver:
 
 def rejected_attempt(record: ExchangeRecord, first: FirstAttempt) -> ExchangeRecord:
     """The attempt an overflow rescue replaced, linked to the request (mode `rescued`)."""
-    return ExchangeRecord(
-        new_id(),
+    return _on_behalf(
+        record,
+        "rescued",
         record.started_at,
-        record.method,
-        record.path,
-        route=record.route,
+        record.protocol or CHAT,
         upstream=record.upstream,
-        protocol=record.protocol,
-        policy=record.policy,
         model=record.model,
-        authorization=record.authorization,
         original=record.original,
         curated=first.curated,
         actions=first.actions,
@@ -60,30 +58,46 @@ def rejected_attempt(record: ExchangeRecord, first: FirstAttempt) -> ExchangeRec
         tokens_after=first.tokens_after,
         status=400,
         response=first.error,
-        parent_id=record.id,
-        subcall="rescued",
     )
 
 
 def summary_call(record: ExchangeRecord, call: SummaryCall) -> ExchangeRecord:
     """A summarizer's model call, linked to the request it summarized for."""
     status, response = _call_outcome(call)
-    return ExchangeRecord(
-        new_id(),
+    return _on_behalf(
+        record,
+        "summary",
         call.started_at,
-        "POST",
-        CHAT.path,
-        route=record.route,
-        protocol=CHAT,
-        policy=record.policy,
+        CHAT,
         model=call.request.model,
-        authorization=record.authorization,
         original=call.messages,
         status=status,
         latency_s=call.latency_s,
         response=response,
+    )
+
+
+def _on_behalf(
+    record: ExchangeRecord,
+    subcall: Literal["summary", "rescued"],
+    started_at: float,
+    protocol: WireProtocol,
+    **fields: Any,
+) -> ExchangeRecord:
+    """A model call made on `record`'s behalf: its own id, the request's route, policy and
+    client, linked to it by `parent_id`."""
+    return ExchangeRecord(
+        new_id(),
+        started_at,
+        "POST",
+        protocol.path,
+        route=record.route,
+        protocol=protocol,
+        policy=record.policy,
+        authorization=record.authorization,
         parent_id=record.id,
-        subcall="summary",
+        subcall=subcall,
+        **fields,
     )
 
 
