@@ -36,6 +36,9 @@ class Detector:
     """The part of the match that is the secret (e.g. the token after `Bearer `)."""
     accept: Callable[[str], bool] | None = None
     """A cheap second look at a candidate, for patterns prose can imitate."""
+    gate: re.Pattern[str] | None = None
+    """A fast search that every match's text also matches, for a pattern whose needles
+    are common words: the pattern runs only on a text the gate finds something in."""
 
 
 def _opaque_token(token: str) -> bool:
@@ -105,6 +108,10 @@ BUILTIN: tuple[Detector, ...] = (
         ),
         ("ecret", "ECRET", "ession", "ESSION"),
         group="secret",
+        # Code says "session" and "secret" everywhere; a pattern led by a case-insensitive
+        # alternation tries every position (measured: 33 ms on a 127k-token agent request,
+        # three quarters of its redaction). A literal-led search of the names' middle: 3 ms.
+        gate=re.compile(r"[Ss\u017f](?i:ecret[ _-]?access|ession[ _-]?token)"),
     ),
     Detector(
         "github_token",

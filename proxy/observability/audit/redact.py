@@ -1,7 +1,8 @@
 """Secret redaction for audit records, in time linear in the input.
 
 The detectors (`proxy.observability.audit.detectors`) each cost one pass over a text, and
-run at all only when one of their literal needles occurs in it.
+run at all only when one of their literal needles occurs in it (and their gate, if they
+have one, finds something).
 
 Text inside JSON strings (tool-call arguments, JSON tool results) hides secrets behind
 escapes: a PEM key's lines are joined by a literal backslash-n, a key may be spelled with
@@ -191,6 +192,8 @@ class Redactor:
             return spans
         for which, det in enumerate(self.detectors):
             if det.needles and not any(n in text for n in det.needles):
+                continue
+            if det.gate is not None and det.gate.search(text) is None:
                 continue
             for match in det.pattern.finditer(text):
                 start, end = match.span(det.group)

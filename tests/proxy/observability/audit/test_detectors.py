@@ -4,9 +4,11 @@ checks an operator's own pattern goes through."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.errors import ParamError
-from proxy.observability.audit.detectors import BUILTIN, custom_detector, min_width
+from proxy.observability.audit.detectors import BUILTIN, Detector, custom_detector, min_width
 
 BY_NAME = {d.name: d for d in BUILTIN}
 PEM_BODY = "MHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oG"
@@ -79,3 +81,35 @@ def test_an_operators_pattern_is_checked() -> None:
 
 def test_min_width_is_the_shortest_match() -> None:
     assert min_width(custom_detector("two", r"ab|abc").pattern) == 2
+
+
+GATED = [d for d in BUILTIN if d.gate is not None]
+NAME_PIECES = st.sampled_from(
+    ["aws", "AWS", "_", "-", " ", "secret", "SECRET", "Secret", "session", "SESSION", "access",
+     "Access", "key", "KEY", "token", "Token", "=", ": ", '"', "%3D", "x", "\u017fecret"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    detector=st.sampled_from(GATED),
+    name=st.lists(NAME_PIECES, min_size=1, max_size=8).map("".join),
+    value=st.text("aA0/+=", min_size=16, max_size=40),
+)
+def test_a_gate_finds_something_wherever_its_pattern_matches(
+    detector: Detector, name: str, value: str
+) -> None:
+    """The gate only spares the pattern texts it has nothing to find in: it never
+    hides a secret the pattern alone would find."""
+    text = f"config {name}={value} end"
+    if detector.pattern.search(text) is not None:
+        assert detector.gate is not None
+        assert detector.gate.search(text) is not None
+
+
+def test_the_aws_secret_gate_passes_real_names_and_skips_code_words() -> None:
+    gate = BY_NAME["aws_secret_key"].gate
+    assert gate is not None
+    for name in ("aws_secret_access_key", "SECRET-ACCESS-KEY", "AWS_SESSION_TOKEN"):
+        assert gate.search(f"{name}=abc"), name
+    assert gate.search("session = make_session(secret_store)") is None
