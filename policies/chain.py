@@ -30,6 +30,9 @@ class CurationResult:
     actions: tuple[Action, ...]
     tokens_before: int
     tokens_after: int
+    keys: tuple[bytes | None, ...] = ()
+    """Each input message's digest (the token counter's, of the whole message), in order:
+    a caller that caches per message (the audit log) need not hash them again."""
 
     @property
     def changed(self) -> bool:
@@ -44,6 +47,7 @@ class _Progress:
     check: bool
     before: int
     current: list[Message]
+    keys: tuple[bytes | None, ...]
     actions: list[Action] = field(default_factory=list)
 
     def apply(self, name: str, out: CuratorOutput) -> None:
@@ -57,12 +61,12 @@ class _Progress:
         ctx = self.ctx
         # Curators counted what they wrote, so this only adds up counts already known.
         after = ctx.count_total(self.current) if self.actions else self.before
-        return CurationResult(self.current, tuple(self.actions), self.before, after)
+        return CurationResult(self.current, tuple(self.actions), self.before, after, self.keys)
 
 
 def _start(messages: Sequence[Message], ctx: CurationContext, check: bool) -> _Progress:
     before = ctx.count_total(messages)
-    return _Progress(ctx, check, before, list(messages))
+    return _Progress(ctx, check, before, list(messages), ctx.keys(messages))
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,6 +105,13 @@ class CurationContext:
                 seen[id(msg)] = _Seen(msg, tokens, key, sink.bare.pop(id(msg), None))
         return [seen[id(m)].tokens for m in messages]
 
+    def keys(self, messages: Sequence[Message]) -> tuple[bytes | None, ...]:
+        """Each message's digest as the token counter keys it (None if not counted yet).
+        For messages the client sent: a curator's new message has a key derived from
+        its source's instead (see `with_content`)."""
+        seen = self._seen
+        return tuple(hit.key if (hit := seen.get(id(m))) is not None else None for m in messages)
+
     def count_total(self, messages: Sequence[Message]) -> int:
         """Prompt tokens of these messages, reply priming included."""
         return sum(self.count_each(messages)) + REPLY_PRIMING

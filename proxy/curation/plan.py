@@ -36,7 +36,7 @@ from policies.calibration import NEUTRAL, BudgetHints
 from policies.chain import CurationResult
 from policies.errors import ContextOverflow
 from policies.summary_io import Services, SummaryStats
-from policies.tokens import TokenCounter
+from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.config.loader import Config, Route
 from proxy.curation.thread import CurationThread
 from proxy.errors import context_length_exceeded, no_route
@@ -229,10 +229,10 @@ def _run_chain(request: Pending, counter: TokenCounter) -> CurationResult:
     # An empty chain (passthrough) changes nothing, so only the count is needed; skipping
     # the budget (tool definitions, window lookup) saves a measurable share per request.
     messages = wire.messages
-    tokens = counter.count_messages(messages, wire.model or "")
-    return CurationResult(
-        messages if isinstance(messages, list) else list(messages), (), tokens, tokens
-    )
+    keys, counts = counter.measure(messages, wire.model or "")
+    tokens = sum(counts) + REPLY_PRIMING
+    listed = messages if isinstance(messages, list) else list(messages)
+    return CurationResult(listed, (), tokens, tokens, tuple(keys))
 
 
 def _reject_or_fail_open(request: Pending, exc: Exception) -> Plan:
@@ -258,7 +258,7 @@ def curated_plan(
     summary: SummaryStats | None,
 ) -> Plan:
     record, original = request.record, request.wire.messages
-    record.original = original
+    record.original, record.keys = original, result.keys
     record.curated = result.messages if result.changed else original
     record.actions = result.actions
     record.tokens_before, record.tokens_after = result.tokens_before, result.tokens_after

@@ -76,6 +76,9 @@ class ExchangeRecord:
     read when curation was skipped)."""
     curated: Sequence[Message] | None = None
     """What the model saw; the same list as `original` when nothing changed."""
+    keys: Sequence[bytes | None] = ()
+    """Each of `original`'s messages' digest, when curation counted them (the token
+    counter's): the audit's per-message cache key, so it does not hash them again."""
     actions: tuple[Action, ...] = ()
     tokens_before: int | None = None
     tokens_after: int | None = None

@@ -117,10 +117,13 @@ class RecordBuilder:
         self, entry: ExchangeRecord, fields: dict[str, Any], clean: Clean, *, cached: bool
     ) -> AuditRecord:
         sent = entry.original or ()
-        original = tuple(self._message(m, clean, cached) for m in sent)
+        keys = entry.keys if len(entry.keys) == len(sent) else (None,) * len(sent)
+        original = tuple(
+            self._message(m, clean, cached, key) for m, key in zip(sent, keys, strict=True)
+        )
         curated = None
         if entry.curated is not None and entry.curated is not entry.original:
-            curated = self._curated(sent, entry.curated, original, clean, cached)
+            curated = self._curated(sent, keys, entry.curated, original, clean, cached)
             if curated == original:
                 curated = None
         response, error = self._response(entry)
@@ -144,6 +147,7 @@ class RecordBuilder:
     def _curated(
         self,
         sent: Sequence[Message],
+        keys: Sequence[bytes | None],
         curated: Sequence[Message],
         original: tuple[StoredMessage, ...],
         clean: Clean,
@@ -154,9 +158,10 @@ class RecordBuilder:
         secret = [m for m, s in zip(sent, original, strict=True) if b"[REDACTED:" in s.data]
         known = self.redactor.found(secret) if cached and secret else ()
         careful = self.redactor.with_known(known).value if known else clean
-        kept = {id(m) for m in sent}  # curators never mutate: unchanged is identical
+        # Curators never mutate: a message they kept is the client's own object.
+        kept = {id(m): key for m, key in zip(sent, keys, strict=True)}
         return tuple(
-            self._message(m, clean, cached) if not known or id(m) in kept
+            self._message(m, clean, cached, kept.get(id(m))) if not known or id(m) in kept
             else self._message(m, careful, False)
             for m in curated
         )  # fmt: skip

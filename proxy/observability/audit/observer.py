@@ -52,6 +52,7 @@ def rejected_attempt(record: ExchangeRecord, first: FirstAttempt) -> ExchangeRec
         upstream=record.upstream,
         model=record.model,
         original=record.original,
+        keys=record.keys,
         curated=first.curated,
         actions=first.actions,
         tokens_before=record.tokens_before,
