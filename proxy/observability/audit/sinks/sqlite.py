@@ -3,8 +3,9 @@ stored once. Reading it back: `proxy.observability.audit.readers.sqlite`.
 
 A record references its messages by hash (16-byte blake2b of the redacted canonical JSON,
 concatenated in order), so a conversation that resends its growing history every turn
-costs storage linear in its length, not quadratic. `messages.refs` counts references:
-retention drops unreferenced messages without scanning every record.
+costs storage linear in its length, not quadratic. `message_refs` counts references:
+retention drops unreferenced messages without scanning every record. The counts are a
+table apart so that counting a message sent again never rewrites its body.
 
 The schema is versioned (`PRAGMA user_version`) and migrated in place at open, under
 BEGIN IMMEDIATE, so workers starting together migrate it once (`sinks.sqlite_schema`).
@@ -50,8 +51,9 @@ ROWS_PER_STATEMENT = 256
 
 _UNAVAILABLE = ("disk is full", "readonly", "read-only", "unable to open", "disk i/o", "locked")
 """SQLite errors that mean "the store cannot take writes now", not "this batch is bad"."""
-_UPSERT = (
-    "INSERT INTO messages (hash, refs, body) VALUES (?, ?, ?) "
+_STORE = "INSERT INTO messages (hash, refs, body) VALUES (?, 0, ?) ON CONFLICT (hash) DO NOTHING"
+_COUNT = (
+    "INSERT INTO message_refs (hash, refs) VALUES (?, ?) "
     "ON CONFLICT (hash) DO UPDATE SET refs = refs + excluded.refs"
 )
 _COLUMNS = ("id", "kind", "parent_id", "route", "policy", "model", "status")
@@ -114,7 +116,8 @@ class SqliteSink:
             )
         try:
             with transaction(conn):
-                _insert_rows(conn, _UPSERT, [(d, n, bodies[d]) for d, n in refs.items()])
+                _insert_rows(conn, _STORE, list(bodies.items()))
+                _insert_rows(conn, _COUNT, list(refs.items()))
                 _insert_rows(conn, _INSERT, rows)
         except sqlite3.OperationalError as exc:
             raise _mapped(exc) from exc
@@ -230,8 +233,15 @@ def _delete_oldest(
             refs.update(split_digests(curated))
             refs.update(tools_digest(fields))
         conn.executemany(
-            "UPDATE messages SET refs = refs - ? WHERE hash = ?", [(n, d) for d, n in refs.items()]
+            "UPDATE message_refs SET refs = refs - ? WHERE hash = ?",
+            [(n, d) for d, n in refs.items()],
         )
-        conn.executemany("DELETE FROM messages WHERE hash = ? AND refs <= 0", [(d,) for d in refs])
+        digests = [(d,) for d in refs]
+        conn.executemany(
+            "DELETE FROM messages WHERE hash = ?1 AND EXISTS "
+            "(SELECT 1 FROM message_refs WHERE hash = ?1 AND refs <= 0)",
+            digests,
+        )
+        conn.executemany("DELETE FROM message_refs WHERE hash = ? AND refs <= 0", digests)
         conn.executemany("DELETE FROM records WHERE seq = ?", [(row[0],) for row in rows])
     return len(rows)

@@ -38,6 +38,18 @@ MIGRATIONS = (
         "list and filter by route without scanning every record",
         ("CREATE INDEX IF NOT EXISTS records_route ON records (route, time)",),
     ),
+    Migration(
+        3,
+        "reference counts in a table of their own: counting a message sent again rewrote "
+        "its whole body (SQLite rewrites a row to change a column; measured 1.4 ms of a "
+        "127k-token request's 1.7 ms write). `messages.refs` is no longer read or kept up "
+        "to date: dropping it would rewrite every stored message at startup",
+        (
+            "CREATE TABLE IF NOT EXISTS message_refs "
+            "(hash BLOB PRIMARY KEY, refs INTEGER NOT NULL) WITHOUT ROWID",
+            "INSERT OR IGNORE INTO message_refs (hash, refs) SELECT hash, refs FROM messages",
+        ),
+    ),
 )
 SCHEMA_VERSION = latest(MIGRATIONS)
 

@@ -28,9 +28,12 @@ V1 = (
     "INSERT INTO messages VALUES (x'00112233445566778899aabbccddeeff', 1, "
     '\'{"role":"user","content":"hi"}\')',
     "INSERT INTO records VALUES (1, 1.0, 'old-1', 'chat', NULL, 'r', 'p', 'm', 200, "
-    'x\'00112233445566778899aabbccddeeff\', NULL, \'{"id":"old-1","route":"r"}\')',
+    'x\'00112233445566778899aabbccddeeff\', NULL, CAST(\'{"id":"old-1","route":"r"}\' AS BLOB))',
     "PRAGMA user_version = 1",
 )
+
+
+TABLES = ("records", "messages", "message_refs")
 
 
 def old_store(path: Path) -> str:
@@ -53,12 +56,14 @@ def version(path: str) -> int:
 
 def test_an_old_store_upgrades_in_place_and_keeps_its_records(tmp_path: Path) -> None:
     db = old_store(tmp_path / "audit.db")
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     sink = SqliteSink(db)
     sink.close()
     connect_writer(db).close()
-    assert version(db) == 2
+    assert version(db) == 3
     assert "records_route" in indexes(db)
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT refs FROM message_refs").fetchall() == [(1,)]
     reader = SqliteReader(db)
     try:
         record = reader.get("old-1")
@@ -66,6 +71,13 @@ def test_an_old_store_upgrades_in_place_and_keeps_its_records(tmp_path: Path) ->
         reader.close()
     assert record is not None
     assert record["original"] == [{"role": "user", "content": "hi"}]
+    # The counts moved with the messages: retention still frees the old record's message.
+    sink = SqliteSink(db, max_age_days=1)
+    assert sink.prune() == 1
+    sink.close()
+    with closing(sqlite3.connect(db)) as conn:
+        left = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES]
+    assert left == [0, 0, 0]
 
 
 def test_workers_starting_together_migrate_once(tmp_path: Path) -> None:
@@ -84,7 +96,7 @@ def test_workers_starting_together_migrate_once(tmp_path: Path) -> None:
     for thread in threads:
         thread.join(30)
     assert errors == []
-    assert version(db) == 2
+    assert version(db) == 3
 
 
 def test_a_newer_store_is_refused(tmp_path: Path) -> None:
@@ -101,7 +113,7 @@ def test_a_newer_store_is_refused(tmp_path: Path) -> None:
 def test_curator_audit_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = old_store(tmp_path / "audit.db")
     assert main(["audit", "migrate", "--path", db]) == 0
-    assert capsys.readouterr().out == f"{db}: applied schema versions 2\n"
+    assert capsys.readouterr().out == f"{db}: applied schema versions 2, 3\n"
     assert main(["audit", "migrate", "--path", db]) == 0
     assert capsys.readouterr().out == f"{db}: schema up to date\n"
     jsonl = tmp_path / "audit.jsonl"

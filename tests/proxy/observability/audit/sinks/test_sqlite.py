@@ -64,7 +64,8 @@ def counts(path: str) -> tuple[int, int, int]:
     """(records, messages, sum of refs)."""
     with closing(sqlite3.connect(path)) as conn:
         records = conn.execute("SELECT count(*) FROM records").fetchone()[0]
-        messages, refs = conn.execute("SELECT count(*), total(refs) FROM messages").fetchone()
+        messages = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        refs = conn.execute("SELECT total(refs) FROM message_refs").fetchone()[0]
     return records, messages, int(refs)
 
 
@@ -320,7 +321,8 @@ def test_tools_are_stored_once_and_read_back_then_pruned(db: str, builder: Recor
     with closing(sqlite3.connect(db)) as conn:
         sizes = [row[0] for row in conn.execute("SELECT length(fields) FROM records")]
         tool_blobs = conn.execute(
-            "SELECT count(*), max(refs) FROM messages WHERE instr(CAST(body AS TEXT), 'tool_39')"
+            "SELECT count(*), max(r.refs) FROM messages m JOIN message_refs r USING (hash) "
+            "WHERE instr(CAST(m.body AS TEXT), 'tool_39')"
         ).fetchone()
     assert tool_blobs == (1, 30)  # one blob, referenced by every record
     assert max(sizes) < len(orjson.dumps(TOOLS)) / 4  # the records hold a reference only
