@@ -94,6 +94,17 @@ def test_run_collects_every_curators_actions_in_order() -> None:
     assert result.messages[-1] == messages[-1]
 
 
+def test_a_run_reports_each_input_messages_digest() -> None:
+    """The keys the counter caches the input by, in order, the equal messages alike:
+    what the audit log caches its redacted copies by."""
+    messages = [*agent_history(), user("again")]
+    context = ctx()
+    result = DEFAULT_CHAIN.run(messages, context)
+    assert result.keys == tuple(context.counter.measure(messages, context.model)[0])
+    assert len(set(result.keys)) == len({repr(m) for m in messages})
+    assert result.keys[-1] != DEFAULT_CHAIN.run([user("other")], ctx()).keys[0]
+
+
 def test_unchanged_run_reports_no_actions_and_equal_counts() -> None:
     messages = [system(), user(), assistant()]
     result = DEFAULT_CHAIN.run(messages, ctx(), check=True)

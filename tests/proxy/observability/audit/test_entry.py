@@ -10,6 +10,7 @@ import pytest
 
 from policies.base import Action
 from policies.messages import Message
+from proxy.observability.audit import entry as entry_module
 from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.entry import FIELD_ORDER, RecordBuilder
 from proxy.observability.audit.redact import MASK, Detector, Redactor
@@ -360,3 +361,31 @@ def test_a_protocols_own_message_keys_are_never_stored(builder: RecordBuilder) -
     assert GROUP in original[1]  # the request's own messages are left as they were
     chat = builder.build(audited(id="c", time=0.0, original=[{"role": "user", "x": 1}]))
     assert json.loads(chat.original[0].data) == {"role": "user", "x": 1}
+
+
+def test_the_counters_digests_key_the_cache_and_change_nothing_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the curation's digests (`ExchangeRecord.keys`) the builder hashes only what a
+    curator made, and the record is the one it builds without them."""
+
+    def history() -> list[dict[str, Any]]:  # no secret: a cut message is cached too
+        return [{"role": "user", "content": f"step {i} " + "x" * 200} for i in range(4)]
+
+    sent = history()
+    cut = {**sent[2], "content": "step 2 [cut]"}
+    curated = [sent[0], sent[1], cut, sent[3]]
+    keys = tuple(bytes([i]) * 16 for i in range(len(sent)))
+    plain = RecordBuilder(Redactor.build()).build(entry(original=sent, curated=curated))
+    hashed: list[object] = []
+    real = entry_module.raw_digest
+    monkeypatch.setattr(entry_module, "raw_digest", lambda v: hashed.append(v) or real(v))
+    keyed_builder = RecordBuilder(Redactor.build())
+    keyed = keyed_builder.build(entry(original=sent, curated=curated, keys=keys))
+    assert hashed == [cut]
+    assert keyed.as_dict() | {"time": None} == plain.as_dict() | {"time": None}
+    # The next request's own objects, the same digests: served from the cache.
+    hashed.clear()
+    again = keyed_builder.build(entry(original=history(), keys=keys))
+    assert hashed == []
+    assert again.original == keyed.original
