@@ -152,15 +152,23 @@ class TokenCounter:
         return self.measure(messages, model)[1]
 
     def measure(
-        self, messages: Sequence[Message], model: str, sink: Sink | None = None
+        self,
+        messages: Sequence[Message],
+        model: str,
+        sink: Sink | None = None,
+        known: Sequence[bytes | None] = (),
     ) -> tuple[list[bytes], list[int]]:
         """Each message's cache key and tokens. Messages that had to be counted leave in
-        `sink` what counting them found out (see `formula.Sink`)."""
+        `sink` what counting them found out (see `formula.Sink`). `known`, when given one
+        per message, are the keys an earlier `measure` of them for `model` returned."""
         enc = self.encoder(model)
         images = pricing_for(model)
         # Models that count images differently must not share a message's count.
         space = namespace(b"m" if images == "tiles" else b"mp", enc)
-        keys = [message_key(space, m) for m in messages]
+        if len(known) == len(messages):
+            keys = [k or message_key(space, m) for m, k in zip(messages, known, strict=True)]
+        else:
+            keys = [message_key(space, m) for m in messages]
         out: list[int] = []
         fresh: dict[bytes, int] = {}
         for msg, key, hit in zip(messages, keys, self._cache.get_many(keys), strict=True):

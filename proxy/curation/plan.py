@@ -258,7 +258,9 @@ def curated_plan(
     summary: SummaryStats | None,
 ) -> Plan:
     record, original = request.record, request.wire.messages
-    record.original, record.keys = original, result.keys
+    record.original = original
+    # The keys are the counter's for the model the budget read: the record's, when a string.
+    record.keys = result.keys if request.wire.model is not None else ()
     record.curated = result.messages if result.changed else original
     record.actions = result.actions
     record.tokens_before, record.tokens_after = result.tokens_before, result.tokens_after

@@ -77,8 +77,9 @@ class ExchangeRecord:
     curated: Sequence[Message] | None = None
     """What the model saw; the same list as `original` when nothing changed."""
     keys: Sequence[bytes | None] = ()
-    """Each of `original`'s messages' digest, when curation counted them (the token
-    counter's): the audit's per-message cache key, so it does not hash them again."""
+    """Each of `original`'s messages' digest as the token counter keys it for `model`, when
+    curation counted them: the audit's cache key and the spend's count, without hashing
+    every message again."""
     actions: tuple[Action, ...] = ()
     tokens_before: int | None = None
     tokens_after: int | None = None

@@ -224,7 +224,8 @@ class _Exchange:
             return None
         usage = from_wire(record.usage())
         original = None if passthrough else record.original  # None: uncurated = actual
-        sent = Sent.of(record.model, record.facts, original, self.scope["headers"], usage)
+        headers = self.scope["headers"]
+        sent = Sent.of(record.model, record.facts, original, headers, usage, record.keys)
         return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals)
 
 

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies import tokens as tokens_module
 from policies.encoders import Encoder, EstimatingEncoder
 from policies.images import LOW_DETAIL, MAX_IMAGE_TOKENS
 from policies.models import ModelInfo, ModelTable
@@ -274,6 +275,22 @@ def test_a_changed_message_is_counted_again() -> None:
     changed = [*HISTORY[:-1], {"role": "assistant", "content": "Found it!"}]
     assert counter.count_messages(changed, "gpt-4o") == counter.count_messages(HISTORY, "gpt-4o")
     assert made["o200k_base"].encoded == ["assistant", "Found it!"]
+
+
+def test_measure_takes_the_keys_an_earlier_measure_gave(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller holding the keys (the audit's spend, after curation) is not made to hash
+    the messages again; a missing one is computed; a list of the wrong length is ignored."""
+    counter, _ = char_counter()
+    keys, counts = counter.measure(HISTORY, "gpt-4o")
+    hashed: list[object] = []
+    real = tokens_module.message_key
+    monkeypatch.setattr(tokens_module, "message_key", lambda p, m: hashed.append(m) or real(p, m))
+    assert counter.measure(HISTORY, "gpt-4o", known=keys) == (keys, counts)
+    assert hashed == []
+    assert counter.measure(HISTORY, "gpt-4o", known=[None, *keys[1:]]) == (keys, counts)
+    assert hashed == [HISTORY[0]]
+    assert counter.measure(HISTORY, "gpt-4o", known=keys[1:]) == (keys, counts)
+    assert len(hashed) == 1 + len(HISTORY)
 
 
 def test_duplicates_in_one_request_are_tokenized_once() -> None:

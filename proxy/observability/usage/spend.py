@@ -41,6 +41,8 @@ class Sent:
     original: Sequence[Message] | None
     session: str | None
     usage: Usage | None
+    keys: Sequence[bytes | None] = ()
+    """`original`'s digests, when curation made them (`ExchangeRecord.keys`)."""
 
     @classmethod
     def of(
@@ -50,11 +52,12 @@ class Sent:
         original: Sequence[Message] | None,
         headers: Sequence[tuple[bytes, bytes]],
         usage: Usage | None,
+        keys: Sequence[bytes | None] = (),
     ) -> Sent:
         """From the exchange: the session header, and the usage the upstream reported."""
         raw = next((v for n, v in headers if n.lower() == SESSION_HEADER_BYTES), None)
         session = raw.decode("latin-1") if raw is not None else None
-        return cls(model, body, original, session, usage)
+        return cls(model, body, original, session, usage, keys)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +148,8 @@ def _counterfactual(
     key = conversation_key(sent.session, original) if original or sent.session else ""
     uncurated = None
     if original:
-        prompt = uncurated_prompt(original, counter, model, _tools(sent.body), history)
+        tools = _tools(sent.body)
+        prompt = uncurated_prompt(original, counter, model, tools, history, sent.keys)
         cached = history.cached_tokens(key, prompt)
         output = sent.usage.output if sent.usage is not None else 0
         reasoning = sent.usage.reasoning if sent.usage is not None else 0
@@ -171,6 +175,7 @@ def uncurated_prompt(
     model: str,
     tools: Sequence[Mapping[str, Any]],
     history: Counterfactuals,
+    keys: Sequence[bytes | None] = (),
 ) -> Prompt:
     """The prompt as `policies.prefix_cache.prompt_of` builds it (tools, each message, the
     reply priming), keyed by the counter's own message keys (one serialization, not two)."""
@@ -179,8 +184,8 @@ def uncurated_prompt(
         digest = hashlib.blake2b(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)).digest()[:16]
         size = history.memo((counter, model, digest), lambda: counter.count_tools(tools, model))
         blocks.append(Block(b"T" + digest, size))
-    keys, sizes = counter.measure(messages, model)
-    blocks.extend(Block(k, n) for k, n in zip(keys, sizes, strict=True))
+    known, sizes = counter.measure(messages, model, known=keys)
+    blocks.extend(Block(k, n) for k, n in zip(known, sizes, strict=True))
     blocks.append(Block(PRIMING_KEY, REPLY_PRIMING))
     return Prompt(tuple(blocks))
 

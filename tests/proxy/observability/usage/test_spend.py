@@ -64,3 +64,17 @@ def test_the_uncurated_prompt_is_tools_each_message_and_the_reply_priming() -> N
     assert len(prompt.blocks) == 1 + len(HISTORY) + 1
     assert prompt.blocks[-1].tokens == REPLY_PRIMING
     assert prompt.tokens == f.tokens(HISTORY) + f.counter().count_tools([TOOL], "gpt-4o")
+
+
+def test_the_curations_keys_give_the_same_counterfactual() -> None:
+    """The keys curation made (`ExchangeRecord.keys`) stand in for hashing the history again."""
+    counter = f.counter()
+    keys = tuple(counter.measure(HISTORY, "gpt-4o")[0])
+    usage = Usage(input=30, cached=0, output=40)
+    headers = [(b"X-Session-Id", b"run-7")]
+    keyed = Sent.of("gpt-4o", {"tools": [TOOL]}, HISTORY, headers, usage, keys)
+    with_keys = account(keyed, counter, PRICES, Counterfactuals()).counterfactual()
+    without = account(sent(HISTORY, usage), counter, PRICES, Counterfactuals()).counterfactual()
+    assert with_keys == without
+    prompt = uncurated_prompt(HISTORY, counter, "gpt-4o", [TOOL], Counterfactuals(), keys)
+    assert [b.key for b in prompt.blocks[1:-1]] == list(keys)
