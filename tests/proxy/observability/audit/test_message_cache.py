@@ -1,0 +1,163 @@
+"""The audit writer's cache of redacted messages: LRU order, its byte budget and the
+quarter-budget cap on one entry, and the digests that key and address stored messages."""
+
+from __future__ import annotations
+
+import hashlib
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy.observability.audit.message_cache import (
+    MessageCache,
+    StoredMessage,
+    message_digest,
+    raw_digest,
+)
+
+
+def stored(size: int, fill: bytes = b"x") -> StoredMessage:
+    data = fill * size
+    return StoredMessage(message_digest(data), data)
+
+
+def key(n: int) -> bytes:
+    return n.to_bytes(16, "big")
+
+
+def held_bytes(cache: MessageCache) -> int:
+    return sum(len(v.data) for v in cache.items.values())
+
+
+def test_a_miss_is_none_and_a_hit_is_the_very_object_put() -> None:
+    cache = MessageCache(1000)
+    value = stored(10)
+    assert cache.get(key(1)) is None
+    cache.put(key(1), value)
+    assert cache.get(key(1)) is value
+    assert cache.get(key(2)) is None
+    assert cache.size == 10
+
+
+def test_an_entry_of_exactly_a_quarter_of_the_budget_is_kept_one_byte_more_is_not() -> None:
+    cache = MessageCache(400)
+    cache.put(key(1), stored(100))
+    cache.put(key(2), stored(101))
+    assert cache.get(key(1)) is not None
+    assert cache.get(key(2)) is None
+    assert (cache.size, list(cache.items)) == (100, [key(1)])
+
+
+def test_the_quarter_rounds_down() -> None:
+    cache = MessageCache(403)  # 403 // 4 == 100
+    cache.put(key(1), stored(101))
+    assert cache.get(key(1)) is None
+    assert cache.size == 0
+
+
+def test_a_zero_budget_keeps_only_empty_messages() -> None:
+    cache = MessageCache(0)
+    cache.put(key(1), stored(1))
+    cache.put(key(2), stored(0))
+    assert cache.get(key(1)) is None
+    assert cache.get(key(2)) == stored(0)
+    assert cache.size == 0
+
+
+def test_filling_exactly_to_the_budget_evicts_nothing() -> None:
+    cache = MessageCache(100)
+    for n in range(4):
+        cache.put(key(n), stored(25))
+    assert cache.size == 100
+    assert list(cache.items) == [key(0), key(1), key(2), key(3)]
+
+
+def test_one_byte_past_the_budget_evicts_the_least_recently_put() -> None:
+    cache = MessageCache(100)
+    for n in range(4):
+        cache.put(key(n), stored(25))
+    cache.put(key(4), stored(1))
+    assert list(cache.items) == [key(1), key(2), key(3), key(4)]
+    assert cache.size == 76
+
+
+def test_a_hit_moves_the_entry_to_the_young_end() -> None:
+    cache = MessageCache(100)
+    for n in range(4):
+        cache.put(key(n), stored(25))
+    assert cache.get(key(0)) is not None  # now the most recently used
+    cache.put(key(4), stored(25))
+    assert list(cache.items) == [key(2), key(3), key(0), key(4)]
+    assert cache.get(key(1)) is None
+
+
+def test_a_miss_does_not_reorder() -> None:
+    cache = MessageCache(100)
+    cache.put(key(0), stored(25))
+    cache.put(key(1), stored(25))
+    assert cache.get(key(9)) is None
+    assert list(cache.items) == [key(0), key(1)]
+
+
+def test_a_big_entry_evicts_as_many_old_ones_as_it_needs() -> None:
+    cache = MessageCache(100)
+    for n in range(10):
+        cache.put(key(n), stored(10))
+    cache.put(key(10), stored(25))
+    # 125 bytes: three 10-byte entries go (95 <= 100), not more.
+    assert list(cache.items) == [key(n) for n in range(3, 11)]
+    assert cache.size == 95
+
+
+def test_message_digest_is_a_16_byte_blake2b() -> None:
+    data = b'{"content":"hi","role":"user"}'
+    assert message_digest(data) == hashlib.blake2b(data, digest_size=16).digest()
+    assert len(message_digest(b"")) == 16
+    assert message_digest(b"a") != message_digest(b"b")
+
+
+def test_raw_digest_ignores_key_order_but_not_values() -> None:
+    a = {"role": "user", "content": "hi", "name": "x"}
+    b = {"name": "x", "content": "hi", "role": "user"}
+    assert raw_digest(a) == raw_digest(b)
+    assert raw_digest(a) != raw_digest({**a, "content": "hi "})
+    assert raw_digest(a) == message_digest(b'{"content":"hi","name":"x","role":"user"}')
+
+
+def test_raw_digest_sorts_nested_keys_and_keys_lists_too() -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"b": 1, "a": 2}}}]
+    same = [{"function": {"parameters": {"a": 2, "b": 1}, "name": "f"}, "type": "function"}]
+    assert raw_digest(tools) == raw_digest(same)
+    assert raw_digest(tools) == message_digest(orjson.dumps(same, option=orjson.OPT_SORT_KEYS))
+    # A list's order is content, not presentation.
+    assert raw_digest([1, 2]) != raw_digest([2, 1])
+
+
+# -- properties ---------------------------------------------------------------------------
+
+operations = st.lists(
+    st.tuples(st.integers(0, 15), st.integers(0, 40)),  # (key, size of its message)
+    max_size=60,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 160), operations)
+def test_used_as_the_builder_uses_it_the_cache_never_holds_more_than_its_budget(
+    budget: int, ops: list[tuple[int, int]]
+) -> None:
+    """The builder puts a key only after `get` missed it: then `size` is exactly what the
+    entries hold, never more than the budget, and a key just put (if small enough) is there."""
+    cache = MessageCache(budget)
+    for k, size in ops:
+        if cache.get(key(k)) is not None:
+            continue
+        value = stored(size)
+        cache.put(key(k), value)
+        assert cache.size == held_bytes(cache) <= budget
+        if size <= budget // 4:
+            assert cache.items[key(k)] is value
+            assert next(reversed(cache.items)) == key(k)
+        else:
+            assert key(k) not in cache.items
