@@ -96,6 +96,12 @@ class WireProtocol(Protocol):
         """The exact request path it curates (`/v1/chat/completions`)."""
         ...
 
+    @property
+    def skip_reasons(self) -> frozenset[str]:
+        """Every `WireRequest.skip` its `parse` may give: the values the skipped-requests
+        metric names (any other would be counted as `other`)."""
+        ...
+
     def parse(self, raw: bytes, limits: Limits) -> WireRequest:
         """Read a request body; never raises for a body it cannot curate (it sets `skip`).
 

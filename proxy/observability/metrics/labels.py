@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from proxy.config.loader import Config
+from proxy.protocols import PROTOCOLS
 
 NONE = "none"
 OTHER = "other"
@@ -27,16 +28,9 @@ INCOMPLETE_REASONS = frozenset(
 )
 """Why a response was not complete: the upstream's error code mid-response, or these two."""
 KNOWN_SKIPS = frozenset(
-    {
-        "invalid_json",
-        "not_an_object",
-        "no_messages",
-        "bad_messages",
-        "curator_error",
-        "would_reject",
-        "curated_empty",
-    }
+    {"curator_error", "would_reject", "curated_empty"}.union(*(p.skip_reasons for p in PROTOCOLS))
 )
+"""Why curation was skipped: the curation's own reasons, and each protocol's."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ class ChatCompletions:
     method = "POST"
     path = "/v1/chat/completions"
     internal_keys: frozenset[str] = frozenset()
+    skip_reasons = frozenset({"invalid_json", "not_an_object", "no_messages", "bad_messages"})
 
     def parse(self, raw: bytes, limits: Limits) -> WireRequest:
         try:

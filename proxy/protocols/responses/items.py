@@ -43,6 +43,19 @@ from proxy.protocols.responses.walk import one_walk
 __all__ = ["GROUP", "INSTRUCTIONS", "Group", "Mapped", "to_neutral"]
 
 
+ITEM_SKIPS = frozenset(
+    {
+        "bad_items",
+        "unanswered_call",
+        "reasoning_before_output",
+        "unpaired_output",
+        "orphan_reasoning",
+    }
+)
+"""What `to_neutral` may answer instead of a mapping: an item that is no object, or an
+order chat cannot express (`grouping.Builder`)."""
+
+
 def to_neutral(items: Sequence[object], instructions: object = None) -> Mapped | str:
     """The mapped request, or why it cannot be curated (a skip reason)."""
     found = one_walk(items) or _general(items)

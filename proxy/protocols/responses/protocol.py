@@ -18,7 +18,7 @@ from proxy.config.limits import Limits
 from proxy.protocols.base import Assembled, Usage, WireRequest
 from proxy.protocols.responses.assembly import assemble
 from proxy.protocols.responses.facts import budget_body
-from proxy.protocols.responses.items import GROUP, Mapped, to_neutral
+from proxy.protocols.responses.items import GROUP, ITEM_SKIPS, Mapped, to_neutral
 from proxy.protocols.responses.rebuild import rebuild
 from proxy.protocols.wire import check_count, check_depth, count_of, last_object
 
@@ -36,6 +36,9 @@ class ResponsesAPI:
     method = "POST"
     path = "/v1/responses"
     internal_keys = frozenset({GROUP})
+    skip_reasons = frozenset(
+        {"invalid_json", "not_an_object", "no_messages", SERVER_STATE, STRING_INPUT, *ITEM_SKIPS}
+    )
 
     def parse(self, raw: bytes, limits: Limits) -> WireRequest:
         try:

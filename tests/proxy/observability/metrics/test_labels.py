@@ -22,6 +22,8 @@ from proxy.observability.metrics.labels import (
     Labels,
     labels_for,
 )
+from proxy.protocols.chat import CHAT as CHAT_API
+from proxy.protocols.responses.protocol import RESPONSES
 from proxy.serving.conn_limits import request_header_too_large, request_timeout
 from proxy.serving.conn_limits import too_many_connections as too_many
 
@@ -167,6 +169,9 @@ def test_rejection_reasons_are_distinct_and_closed() -> None:
 def test_the_curation_plans_skip_reasons_are_known() -> None:
     assert {WOULD_REJECT, CURATED_EMPTY, "curator_error", "invalid_json"} <= KNOWN_SKIPS
     assert {"no_messages", "bad_messages", "not_an_object"} <= KNOWN_SKIPS
+    # Each protocol's own reasons (the Responses API's were all `other` before).
+    assert CHAT_API.skip_reasons | RESPONSES.skip_reasons <= KNOWN_SKIPS
+    assert {"string_input", "server_state", "unpaired_output"} <= KNOWN_SKIPS
 
 
 def test_incomplete_reasons_cover_the_two_that_are_no_upstream_code() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.config.limits import Limits
 from proxy.errors import ProxyError
@@ -122,3 +124,27 @@ def test_a_cut_stream_assembles_what_arrived() -> None:
     assert assembled.text == "one two three"[: len(assembled.text)]
     assert assembled.text
     assert assembled.usage is None
+
+
+ITEM_CHOICES = [
+    r.user(),
+    r.assistant(),
+    r.developer(),
+    r.reasoning(),
+    r.function_call("a"),
+    r.function_call("b"),
+    r.function_output("a"),
+    r.function_output("b"),
+    r.custom_call("c"),
+    r.custom_output("c"),
+    {"type": "mystery"},
+    1,
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(ITEM_CHOICES), max_size=7))
+def test_every_skip_reason_is_one_the_protocol_declares(items: list[object]) -> None:
+    """The skipped-requests metric names only declared reasons; any other is `other`."""
+    request = RESPONSES.parse(body(input=items), LIMITS)
+    assert request.skip is None or request.skip in RESPONSES.skip_reasons
