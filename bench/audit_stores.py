@@ -28,8 +28,8 @@ in the existing writer thread as is (asyncpg would need an event loop of its own
 the sink uses psycopg. Remembering the digests it stored (`KNOWN_MAX`) then took large warm
 to 493 / 2750 with psycopg, below SQLite's 806 / 3344 (whose reference counts then
 rewrote every message's row each time). Since SQLite's counts have a table of their own
-(schema 3), the two are within noise: large warm 334–396 / 425–522 on SQLite, 358–414 /
-525–668 on PostgreSQL (3 runs).
+(schema 3), the two are within noise: large warm 334-396 / 425-522 on SQLite, 358-414 /
+525-668 on PostgreSQL (3 runs).
 """
 
 from __future__ import annotations

@@ -37,13 +37,24 @@ def last_object(data: bytes, key: bytes) -> dict[str, Any] | None:
     an object holding no strings with braces (as usage objects are); None otherwise.
 
     A scan rather than a decode: `data` may be the tail of a body cut anywhere, and a key
-    inside a JSON string has its quotes escaped, so it is never matched.
+    inside a JSON string has its quotes escaped, so it is never matched. A `"key"` that is
+    a value (no colon after it) is passed over.
     """
-    at = data.rfind(b'"' + key + b'"')
-    if at < 0:
-        return None
-    start = at + len(key) + 2
-    while start < len(data) and data[start] in b" \t\r\n:":
+    quoted = b'"' + key + b'"'
+    end = len(data)
+    while (at := data.rfind(quoted, 0, end)) >= 0:
+        start = at + len(quoted)
+        while start < len(data) and data[start] in b" \t\r\n":
+            start += 1
+        if data[start : start + 1] == b":":
+            return _object_at(data, start + 1)
+        end = at
+    return None
+
+
+def _object_at(data: bytes, start: int) -> dict[str, Any] | None:
+    """The object starting at `start` (after blanks), within 4 KiB; None if there is none."""
+    while start < len(data) and data[start] in b" \t\r\n":
         start += 1
     if data[start : start + 1] != b"{":
         return None
@@ -96,9 +107,11 @@ def nesting_too_deep(limit: int) -> ProxyError:
 def check_depth(raw: bytes, parsed: object, limit: int) -> None:
     """Raise a 400 `ProxyError` for a body nested deeper than `limit`.
 
-    `parsed` is the decoded body, or None when it did not decode: a body deeper than
+    `parsed` is the decoded body, or None when it did not decode: valid JSON deeper than
     orjson's own limit fails to decode and is refused here too, rather than forwarded as
-    merely invalid JSON.
+    merely invalid JSON. A body that is not valid JSON at all is forwarded as such, at any
+    depth (orjson reports an unterminated one by another error, and the upstream refuses
+    it anyway).
     """
     if parsed is None:
         if _beyond_decoder_depth(raw):

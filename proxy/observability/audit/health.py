@@ -38,7 +38,7 @@ class StoreHealth:
         *,
         first_s: float = BACKOFF_FIRST_S,
         max_s: float = BACKOFF_MAX_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._log = logger
         self._first = first_s
@@ -57,7 +57,7 @@ class StoreHealth:
         with self._lock:
             first = self._since is None
             if first:
-                self._since = time.time()
+                self._since = self._clock()
             self._failures += 1
             failures = self._failures
         if first:
@@ -77,7 +77,7 @@ class StoreHealth:
             self._log.warning(
                 "audit: the store is back after %.1f s and %d failed tries; %d held records "
                 "written",
-                time.time() - was,
+                self._clock() - was,
                 failures,
                 written,
             )

@@ -39,6 +39,9 @@ class MessageCache:
     def put(self, key: bytes, value: StoredMessage) -> None:
         if len(value.data) > self.max_bytes // 4:
             return
+        old = self.items.get(key)
+        if old is not None:
+            self.size -= len(old.data)
         self.items[key] = value
         self.size += len(value.data)
         while self.size > self.max_bytes:

@@ -28,9 +28,9 @@ _PINNED_ROLES = frozenset({"system", "developer"})
 def conversation_key(session: str | None, messages: Sequence[Any]) -> str:
     """`session` when the client sent a usable one, else `c-` + 16 hex digits of a digest of
     the pinned prefix and the first user message."""
-    if session:
-        session = session.strip()
-        if session and len(session) <= MAX_SESSION_CHARS and session.isprintable():
+    session = session.strip() if session else None
+    if session:  # a blank one is none: it would pool every such client's conversations
+        if len(session) <= MAX_SESSION_CHARS and session.isprintable():
             return session
         return "s-" + _digest([session])
     head: list[Any] = []

@@ -45,8 +45,9 @@ def rebuild(mapped: Mapped, curated: Sequence[Message]) -> list[Mapping[str, Any
             # The usual change: a tool output's text, cut or cleared (inlined: it runs for
             # every old output of a long agent history).
             item, new = items[primary], msg.get("content")
-            if type(new) is str and type(item.get("output")) is str:
-                append({**item, "output": new})
+            old = item.get("output")
+            if type(new) is str and type(old) is str:
+                append(item if new == old else {**item, "output": new})
                 continue
         out.extend(_changed(mapped, groups[n], mapped.neutral(n), msg))
     return out

@@ -127,6 +127,11 @@ def test_last_object_ignores_a_key_escaped_after_the_real_one() -> None:
     assert last_object(data, b"usage") == {"n": 1}
 
 
+def test_last_object_passes_over_the_key_used_as_a_value() -> None:
+    data = b'{"usage": {"n": 1}, "note": "usage", "tags": ["usage" ]}'
+    assert last_object(data, b"usage") == {"n": 1}
+
+
 def test_last_object_is_none_when_the_last_match_is_not_an_object() -> None:
     # The last `"usage"` decides, even where an earlier one held an object.
     assert last_object(b'{"usage": {"n": 1}, "next": {"usage": 0}}', b"usage") is None

@@ -208,3 +208,16 @@ def test_health_body_reports_a_live_store_health() -> None:
     assert body["audit"]["state"] == "degraded"
     assert body["audit"]["tries"] == 2
     assert body["audit"]["since"] == h.detail().since
+
+
+def test_since_and_the_outage_length_come_from_the_given_clock(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [1_000.0]
+    h = StoreHealth(logging.getLogger(LOGGER), clock=lambda: now[0])
+    h.failed("down", 0)
+    assert h.detail().since == 1_000.0
+    now[0] = 1_042.5
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        h.succeeded(3)
+    assert "back after 42.5 s" in caplog.text

@@ -161,3 +161,12 @@ def test_used_as_the_builder_uses_it_the_cache_never_holds_more_than_its_budget(
             assert next(reversed(cache.items)) == key(k)
         else:
             assert key(k) not in cache.items
+
+
+def test_putting_a_held_key_again_replaces_its_size() -> None:
+    cache = MessageCache(100)
+    for _ in range(4):
+        cache.put(key(1), stored(25))
+    assert cache.size == held_bytes(cache) == 25
+    cache.put(key(2), stored(25))
+    assert cache.get(key(1)) is not None  # nothing was evicted for phantom bytes

@@ -61,8 +61,9 @@ def test_a_long_session_is_digested_after_stripping() -> None:
     assert conversation_key(long, AGENT) == "s-0b6285e2bb0cbd16"
 
 
-@pytest.mark.parametrize("session", [None, ""])
+@pytest.mark.parametrize("session", [None, "", "   ", "\t"])
 def test_no_session_falls_back_to_the_messages(session: str | None) -> None:
+    """A blank session is none: as a key it would pool every such client's conversations."""
     assert conversation_key(session, AGENT) == "c-c8905e2a8f22ddd4"
 
 
