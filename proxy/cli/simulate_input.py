@@ -165,6 +165,8 @@ def _responses_body(item: Body, where: str) -> Body:
 
 def _nonempty(path: str, found: Sequence[Request | None]) -> list[Request]:
     requests = [r for r in found if r is not None]
+    if not found:
+        raise SimulateError(f"{path}: holds no requests")
     if not requests:
         raise SimulateError(f"{path}: no chat requests (only audit records of summarizer calls)")
     return requests

@@ -54,8 +54,9 @@ def from_replay(
     for j, i in enumerate(replayed):
         if i is None:
             continue  # a summary's place
-        if not (isinstance(curated[j], Mapping) and derives_from(curated[j], original[i])):
-            return None
+        a, b = curated[j], original[i]
+        if not (isinstance(a, Mapping) and isinstance(b, Mapping) and derives_from(a, b)):
+            return None  # an odd record (a message that is no object) aligns plainly
         mapping[i] = j
     return mapping
 

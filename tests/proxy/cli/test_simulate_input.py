@@ -73,7 +73,7 @@ def test_an_array_mixing_messages_and_other_values_is_read_as_requests() -> None
 
 
 def test_an_empty_array_holds_no_requests() -> None:
-    assert error_of("[]") == ("in.jsonl: no chat requests (only audit records of summarizer calls)")
+    assert error_of("[]") == "in.jsonl: holds no requests"
 
 
 @pytest.mark.parametrize("text", ["", "\n", "  \n\t\n"])
