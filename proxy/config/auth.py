@@ -66,13 +66,15 @@ def _keys(read: Reader, value: object, path: KeyPath) -> tuple[str, ...]:
         read.problems.add(path, f"expected a list of keys, got {_kind(value)}")
         return ()
     keys: list[str] = []
+    first: dict[str, int] = {}
     for i, key in enumerate(value):
         problem = key_problem(key)
-        if problem is None and key in keys:
-            problem = f"duplicate key (also keys[{keys.index(key)}])"
+        if problem is None and key in first:
+            problem = f"duplicate key (also {path[-1]}[{first[key]}])"
         if problem is not None:
             read.problems.add((*path, i), problem)
         else:
+            first[key] = i
             keys.append(key)
     return tuple(keys)
 

@@ -75,8 +75,12 @@ def login_form(body: bytes) -> tuple[str, str]:
 
 
 def safe_next(target: str) -> str:
-    """A same-site path to go to after login; anything else goes to the start page."""
-    if target.startswith("/") and not target.startswith(("//", "/\\")) and "\n" not in target:
+    """A same-site path to go to after login; anything else goes to the start page.
+
+    Printable ASCII only: browsers drop tabs and line breaks from a URL, so `/<TAB>/evil`
+    would lead to `//evil`, another site; and a header cannot carry the rest."""
+    printable = target.isascii() and target.isprintable()
+    if printable and target.startswith("/") and not target.startswith(("//", "/\\")):
         return target
     return ""
 

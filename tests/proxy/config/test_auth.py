@@ -166,7 +166,12 @@ def test_the_two_lists_are_read_independently() -> None:
     assert config == AuthConfig(keys=("ck-1",), admin_keys=("adm-1",))
     paths = [path for path, _ in problems]
     assert paths == ["auth.keys[1]", "auth.admin_keys[1]", "auth.admin_keys[2]"]
-    assert problems[2][1].startswith("duplicate key ")
+    assert problems[2][1] == "duplicate key (also admin_keys[0])"
+
+
+def test_a_duplicate_names_where_the_first_one_stands_in_the_list() -> None:
+    _, problems = read({"keys": ["", "ck-1", "ck-1"]})
+    assert problems[1] == ("auth.keys[2]", "duplicate key (also keys[1])")
 
 
 def test_problems_never_quote_a_key() -> None:
@@ -192,7 +197,7 @@ NEAR_ASCII = st.sampled_from(" !~\x7f\x1f\té") | st.characters(
 """Printable ASCII, and the characters just outside it."""
 MESSAGES = re.compile(
     re.escape(NOT_ASCII)
-    + r"|duplicate key \(also keys\[\d+\]\)"
+    + r"|duplicate key \(also (admin_)?keys\[\d+\]\)"
     + "|"
     + re.escape(EMPTY)
     + r"(an empty string|null|an integer|a boolean)"
