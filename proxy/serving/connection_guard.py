@@ -41,8 +41,9 @@ from proxy.serving.conn_limits import (
 )
 from proxy.serving.guard import count_rejection
 
-HEAD, BODY, APP, LINGER = range(4)
-"""Waiting for a head; for the rest of a body; for the app's response; closing."""
+HEAD, BODY, APP, LINGER, REFUSING = range(5)
+"""Waiting for a head; for the rest of a body; for the app's response; closing; holding a
+refused pipelined head until the response being sent is out."""
 EVICTION_SCAN = 64
 """Connections looked at to find one to evict: bounded, so a flood costs O(1) per accept
 (under a flood nearly every connection is an idle one)."""
@@ -118,7 +119,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         phase = self._phase
-        if phase == LINGER:
+        if phase >= LINGER:
             return  # dropped: see LINGER_S
         if phase != BODY:
             self._head_bytes += len(data)
@@ -132,6 +133,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
                 self._unsupported_upgrade_warning()
         except httptools.HttpParserError:
             if self._phase == LINGER:  # on_headers_complete found the head too large
+                if self.cycle is not None and not self.cycle.response_complete:
+                    # Pipelined behind a response being sent: refused once that is out
+                    # (`on_response_complete`), not in the middle of it.
+                    self._phase = REFUSING
+                    self.flow.pause_reading()
+                    return
                 self._refuse_head()
                 return
             self.logger.warning("Invalid HTTP request received.")
@@ -193,12 +200,21 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_response_complete(self) -> None:
         self._served = True
-        idle = self._phase == APP and not self.pipeline
+        phase = self._phase
+        idle = phase in (APP, REFUSING) and not self.pipeline
+        queued = phase == BODY and bool(self.pipeline)
         HttpToolsProtocol.on_response_complete(self)
-        if idle and not self.transport.is_closing():
+        if self.transport.is_closing():
+            return
+        if idle:
             self._await_head()
             if self._head_bytes > self._limits.max_head_bytes:
                 self._refuse_head()
+        elif queued:
+            # A pipelined request's body could not be read while the response before it
+            # was sent (uvicorn pauses reading): its deadline starts now.
+            self._deadline = self.loop.time() + self._limits.body_timeout_s
+            self._ensure_timer()
 
     def _await_head(self) -> None:
         self._phase = HEAD
@@ -220,7 +236,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         if self.transport.is_closing():
             return
         now, phase = self.loop.time(), self._phase
-        if phase == APP:  # no deadline while the app answers; look again later
+        if phase in (APP, REFUSING) or (phase == BODY and self.pipeline):
+            # No deadline while the app answers (a pipelined body waits for that too);
+            # look again later.
             self._timer = self.loop.call_at(now + self._limits.header_timeout_s, self._on_timer)
         elif now < self._deadline:
             self._timer = self.loop.call_at(self._deadline, self._on_timer)

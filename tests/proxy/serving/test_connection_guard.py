@@ -619,3 +619,54 @@ def test_eviction_looks_only_at_the_first_eviction_scan_connections(
     assert worker.rejections.reasons == (
         ["connection_evicted"] if evicted else ["too_many_connections"]
     )
+
+
+# -- pipelining behind a response still being sent ----------------------------------------
+
+
+def test_an_oversized_pipelined_head_is_refused_after_the_response_being_sent(
+    worker: Worker,
+) -> None:
+    """The 431 follows the earlier response, never lands inside it, and the linger does
+    not close the connection while that response is still going out."""
+    app = App()
+    app.gate = asyncio.Event()
+    proto, transport = worker.connect(app)
+    worker.feed(proto, post(2) + b"{}")
+    big = head(headers={"x-big": "a" * (HEAD_LIMIT + 10)})
+    worker.feed(proto, big)
+    assert transport.written == b""
+    assert not transport.eof
+    worker.at(LINGER_S + HEADER_S + BODY_S)  # any deadline that could close it has passed
+    assert not transport.closed
+    app.gate.set()
+    worker.run()
+    assert transport.written.startswith(OK)
+    refused = closing_response(request_header_too_large(HEAD_LIMIT))
+    assert transport.written == OK + refused
+    assert transport.eof
+    assert worker.rejections.reasons == ["request_header_too_large"]
+
+
+def test_a_pipelined_body_waits_for_the_response_being_sent_not_against_its_deadline(
+    worker: Worker,
+) -> None:
+    """uvicorn reads no more while a response is going out, so a body queued behind a
+    slow upstream is no slow client: its deadline starts when reading resumes."""
+    app = App()
+    app.gate = asyncio.Event()
+    proto, transport = worker.connect(app)
+    worker.feed(proto, post(2) + b"{}")
+    worker.feed(proto, post(5) + b"he")  # the next request; the rest of its body waits
+    worker.at(2 * BODY_S)
+    assert transport.written == b""
+    assert not transport.closed
+    app.gate.set()
+    worker.run()
+    assert transport.written == OK
+    assert proto._deadline == worker.now + BODY_S  # from now: reading has resumed
+    worker.feed(proto, b"llo")
+    worker.run()
+    assert transport.written == OK + OK
+    assert app.bodies == [b"{}", b"hello"]
+    assert worker.rejections.reasons == []
