@@ -75,6 +75,9 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._phase = HEAD
         self._deadline = 0.0
         self._head_bytes = 0
+        self._uncounted = False
+        """A message ended inside the current read: the bytes after it (a pipelined head)
+        were counted before the count was reset, so a head is measured itself."""
         self._served = False
         self._timer: TimerHandle | None = None
 
@@ -123,6 +126,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return  # dropped: see LINGER_S
         if phase != BODY:
             self._head_bytes += len(data)
+        self._uncounted = False
         self._unset_keepalive_if_required()
         try:
             self.parser.feed_data(data)
@@ -171,7 +175,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     # -- parser callbacks -----------------------------------------------------------------
     def on_headers_complete(self) -> None:
-        if self._head_bytes > self._head_limit and self._head_size() > self._head_limit:
+        too_many = self._head_bytes > self._head_limit or self._uncounted
+        if too_many and self._head_size() > self._head_limit:
             self._phase = LINGER
             raise HeadTooLarge
         self._phase = BODY
@@ -187,6 +192,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._head_bytes = 0
+        self._uncounted = True
         if self.parser.should_upgrade() and self._should_upgrade():
             self._phase = APP  # a WebSocket upgrade: the WebSocket protocol takes over
             return
@@ -201,12 +207,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_response_complete(self) -> None:
         self._served = True
         phase = self._phase
-        idle = phase in (APP, REFUSING) and not self.pipeline
+        idle = phase == APP and not self.pipeline
         queued = phase == BODY and bool(self.pipeline)
         HttpToolsProtocol.on_response_complete(self)
         if self.transport.is_closing():
             return
-        if idle:
+        if phase == REFUSING:
+            self._refuse_head()
+        elif idle:
             self._await_head()
             if self._head_bytes > self._limits.max_head_bytes:
                 self._refuse_head()

@@ -123,6 +123,27 @@ def test_an_oversized_head_pipelined_behind_a_request_gets_431_after_its_answer(
     assert len(fake.requests) == 1
 
 
+def test_a_complete_oversized_head_pipelined_behind_a_request_gets_431_after_its_answer(
+    fake: FakeOpenAI,
+) -> None:
+    """The whole head arrives at once (the parser sees it complete, over the limit) while
+    the first answer is still on its way: the 431 comes after that answer, not inside it."""
+    fake.queue(Behavior(stall_s=0.5))
+    body = chat_body()
+    first = request_head("POST", CHAT, {**KEYED, "content-length": str(len(body))}) + body
+    oversized = b"GET /v1/models HTTP/1.1\r\nX-Pad: " + b"a" * 9000 + b"\r\n\r\n"
+    with guarded(fake, Limits(max_header_kb=8)) as proxy, connect(proxy.port) as sock:
+        sock.sendall(first + oversized)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    answer, _, rest = received.partition(b"HTTP/1.1 431 ")
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert answer.endswith(b"}")  # the first answer's JSON body, whole
+    assert rest
+    assert len(fake.requests) == 1
+
+
 # -- header timeout -----------------------------------------------------------------------
 def test_idle_and_dribbling_connections_are_closed_after_the_header_timeout(
     fake: FakeOpenAI,

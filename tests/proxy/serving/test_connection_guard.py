@@ -670,3 +670,20 @@ def test_a_pipelined_body_waits_for_the_response_being_sent_not_against_its_dead
     assert transport.written == OK + OK
     assert app.bodies == [b"{}", b"hello"]
     assert worker.rejections.reasons == []
+
+
+def test_an_oversized_head_in_the_same_read_as_the_request_before_it_is_measured(
+    worker: Worker,
+) -> None:
+    """The count restarts when a message ends; a head that came in the same read is then
+    measured itself, or it would slip past the limit."""
+    app = App()
+    app.gate = asyncio.Event()
+    proto, transport = worker.connect(app)
+    worker.feed(proto, post(2) + b"{}" + head(headers={"x-big": "a" * (HEAD_LIMIT + 10)}))
+    assert transport.written == b""
+    app.gate.set()
+    worker.run()
+    assert transport.written == OK + closing_response(request_header_too_large(HEAD_LIMIT))
+    assert len(app.scopes) == 1  # the oversized request never reached the app
+    assert worker.rejections.reasons == ["request_header_too_large"]
