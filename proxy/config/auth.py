@@ -16,7 +16,8 @@ serve` refuses a non-loopback address when some upstream has one, unless
 `allow_unauthenticated: true` says that exposure is intended (a private network, say).
 
 `admin_keys` is a separate list for the admin listener's audit viewer (`proxy.viewer`):
-a client key never opens the viewer, and an admin key never spends the upstream.
+a client key never opens the viewer, and an admin key never spends the upstream. A key in
+both lists is refused at load, since it would make every client holding it an admin.
 
 Problems never quote a key: config errors are printed and logged.
 """
@@ -56,7 +57,26 @@ def read_auth(read: Reader, value: object, path: KeyPath) -> AuthConfig:
     allow = read.get(data, "allow_unauthenticated", path, False, v.boolean)
     keys = _keys(read, data.get("keys"), (*path, "keys"))
     admin = _keys(read, data.get("admin_keys"), (*path, "admin_keys"))
+    if set(admin) & set(keys):
+        admin = _apart(read, data["admin_keys"], data["keys"], (*path, "admin_keys"))
     return AuthConfig(keys=keys, allow_unauthenticated=allow, admin_keys=admin)
+
+
+def _apart(read: Reader, admin: list[object], keys: list[object], path: KeyPath) -> tuple[str, ...]:
+    """The admin keys (already checked by `_keys`) that are no client key; each one that
+    is, is a problem naming where the client list has it."""
+    kept: list[str] = []
+    seen: set[str] = set()
+    for i, key in enumerate(admin):
+        if not isinstance(key, str) or key_problem(key) is not None or key in seen:
+            continue  # `_keys` named its problem
+        seen.add(key)
+        if key in keys:
+            problem = f"also a client key (keys[{keys.index(key)}]): an admin key must be apart"
+            read.problems.add((*path, i), problem)
+        else:
+            kept.append(key)
+    return tuple(kept)
 
 
 def _keys(read: Reader, value: object, path: KeyPath) -> tuple[str, ...]:

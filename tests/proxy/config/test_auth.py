@@ -178,7 +178,7 @@ def test_problems_never_quote_a_key() -> None:
     secret = "ck-Sup3rSecretValue"
     values = [secret, secret, f"{secret} x", f"{secret}\x00", "", None]
     _, problems = read({"keys": values, "admin_keys": values})
-    assert len(problems) == 10
+    assert len(problems) == 11  # five in each list, and the key both hold
     assert not [m for _, m in problems if "Sup3rSecret" in m]
 
 
@@ -223,3 +223,27 @@ def test_usable_keys_are_kept_once_in_order_and_every_other_entry_is_one_problem
 def test_a_key_is_usable_exactly_when_it_is_non_empty_printable_ascii(key: str) -> None:
     usable = key != "" and all(0x21 <= ord(c) <= 0x7E for c in key)
     assert (key_problem(key) is None) is usable
+
+
+def test_a_key_in_both_lists_is_refused_where_the_admin_list_has_it() -> None:
+    config, problems = read(
+        {"keys": ["", "ck-1", "shared"], "admin_keys": ["adm-1", "shared", "shared", "ck-1"]}
+    )
+    assert config == AuthConfig(keys=("ck-1", "shared"), admin_keys=("adm-1",))
+    assert problems == [
+        ("auth.keys[0]", problems[0][1]),
+        ("auth.admin_keys[2]", "duplicate key (also admin_keys[1])"),
+        ("auth.admin_keys[1]", "also a client key (keys[2]): an admin key must be apart"),
+        ("auth.admin_keys[3]", "also a client key (keys[1]): an admin key must be apart"),
+    ]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(entries, max_size=6), st.lists(entries, max_size=6))
+def test_no_key_opens_both_the_upstream_and_the_viewer(
+    keys: list[object], admin: list[object]
+) -> None:
+    config, problems = read({"keys": keys, "admin_keys": admin})
+    assert not set(config.keys) & set(config.admin_keys)
+    shared = {k for k in admin if isinstance(k, str) and k in config.keys}
+    assert len([p for p, m in problems if m.startswith("also a client key")]) == len(shared)
