@@ -180,7 +180,9 @@ class _Builder:
 
     def _key(self, node: Node, path: KeyPath) -> Any:
         if not isinstance(node, ScalarNode):
-            self.problems.append((path, "keys must be plain values, not lists or mappings"))
+            problem = (path, "keys must be plain values, not lists or mappings")
+            if problem not in self.problems:  # keys are read twice (see _mapping)
+                self.problems.append(problem)
             kind = "mapping" if isinstance(node, MappingNode) else "list"
             return f"<{kind} key on line {node.start_mark.line + 1}>"
         try:
@@ -225,7 +227,11 @@ class _Builder:
         tag = self._constructor.resolve(ScalarNode, result, (True, False))  # type: ignore[no-untyped-call]
         if tag == _STR_TAG:
             return result
-        return self._constructor.construct_object(ScalarNode(tag, result), deep=True)
+        try:
+            return self._construct(ScalarNode(tag, result))
+        except _UNCONSTRUCTIBLE as exc:  # text that looks like a type but is not: 2024-13-45
+            self.problems.append((path, f"invalid value after substitution: {_why(exc)}"))
+            return None
 
 
 def substitute(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:
