@@ -32,14 +32,15 @@ def parse_query(params: Mapping[str, str], *, limit: int = PAGE_SIZE) -> Query:
     """The page's URL parameters -> a store query; raises BadQuery naming the parameter."""
     now = time.time()
     status = params.get("status") or None
-    if status is not None and not status.isdigit():
+    # ASCII only and three digits: str.isdigit admits "\u00b2", which int() refuses, and a
+    # 30-digit number overflows SQLite's INTEGER.
+    if status is not None and not (len(status) == 3 and _count(status) >= 100):
         raise BadQuery(f"status: expected an HTTP status such as 200, got {status!r}")
     try:
         since = parse_time(params["since"], now=now) if params.get("since") else None
         until = parse_time(params["until"], now=now) if params.get("until") else None
     except ValueError as exc:
         raise BadQuery(f"time range: {exc}") from None
-    offset = params.get("offset", "0")
     return Query(
         route=params.get("route") or None,
         policy=params.get("policy") or None,
@@ -51,8 +52,19 @@ def parse_query(params: Mapping[str, str], *, limit: int = PAGE_SIZE) -> Query:
         conversation=params.get("conversation") or None,
         text=params.get("q") or None,
         limit=limit,
-        offset=int(offset) if offset.isdigit() else 0,
+        offset=_offset(params),
     )
+
+
+def _count(text: str) -> int:
+    """`text` as a count when it is ASCII digits, else -1."""
+    return int(text) if text.isascii() and text.isdigit() else -1
+
+
+def _offset(params: Mapping[str, str]) -> int:
+    """The records to skip; anything but a plain count that SQLite can hold starts at 0."""
+    offset = params.get("offset", "")
+    return max(0, _count(offset)) if len(offset) <= 18 else 0
 
 
 def render(
@@ -63,7 +75,7 @@ def render(
     prefix: str,
     problem: str | None = None,
 ) -> Markup:
-    offset = int(params["offset"]) if params.get("offset", "").isdigit() else 0
+    offset = _offset(params)
     alert = Markup('<p class="error" role="alert">{}</p>').format(problem) if problem else ""
     body = _table(page.rows, prefix) if page.rows else Markup('<p class="empty">No records.</p>')
     return Markup(
