@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
-VOID = frozenset({"meta", "link", "input", "br", "img", "hr", "line", "polyline", "rect"})
+VOID = frozenset({"meta", "link", "input", "br", "img", "hr"})
 
 
 @dataclass
