@@ -86,6 +86,10 @@ def serve(store: Target, host: str, port: int, keys: tuple[str, ...]) -> int:
     except KeyboardInterrupt:
         return 0
     except OSError as exc:
-        sys.stderr.write(f"curator audit: cannot listen on {host}:{port}: {exc.strerror or exc}\n")
+        # admin_listener's own message names the proxy's `metrics.port`: not this command's.
+        cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+        sys.stderr.write(
+            f"curator audit: cannot listen on {host}:{port}: {cause.strerror or cause}\n"
+        )
         return 1
     return 0
