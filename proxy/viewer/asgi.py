@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import quote
 
 from starlette.types import Receive, Scope, Send
 
@@ -24,13 +25,23 @@ class ViewerApp:
             for name, value in scope["headers"]
         }
         body = await _body(receive) if scope["method"] == "POST" else b""
-        path = scope["path"].removeprefix(self.prefix) or "/"
+        path = _target(scope).removeprefix(self.prefix) or "/"
         query = scope.get("query_string", b"").decode("latin-1")
         request = ViewRequest.parse(
             scope["method"], path + ("?" + query if query else ""), headers, body
         )
         reply = await asyncio.to_thread(self.viewer.handle, request)
         await _send(send, reply, head=scope["method"] == "HEAD")
+
+
+def _target(scope: Scope) -> str:
+    """The path as the client sent it, still percent-encoded, as the admin listener hands it
+    to the viewer: the viewer decodes it once (the decoded `path` would be decoded twice, and
+    an encoded `?` in it would start a query)."""
+    raw = scope.get("raw_path")
+    if isinstance(raw, bytes):
+        return raw.decode("latin-1")
+    return quote(scope["path"], safe="/:@!$&'()*+,;=~")
 
 
 async def _body(receive: Receive) -> bytes:

@@ -178,3 +178,17 @@ def test_a_real_viewer_under_the_prefix(store_paths: tuple[Path, Path]) -> None:
     assert f'href="{PREFIX}/requests/d000000000"' in page
     assert Exchange(app).run("GET", f"{PREFIX}/nowhere").status == 404
     assert Exchange(app).run("DELETE", f"{PREFIX}/requests").status == 405
+
+
+def test_the_path_reaches_the_viewer_encoded_as_on_the_admin_listener() -> None:
+    # The viewer decodes a record id once: a path decoded by the server as well would be
+    # decoded twice, and its `%3F` would start a query.
+    viewer = Recorder()
+    app = app_for(viewer)
+    for scope_extra in ({"raw_path": b"/curator/requests/ab%3Fc%2525"}, {}):
+        exchange = Exchange(app)
+        scope = {"type": "http", "method": "GET", "path": "/curator/requests/ab?c%25",
+                 "query_string": b"", "headers": [], **scope_extra}  # fmt: skip
+        asyncio.run(app(scope, exchange.receive, exchange.send))
+    assert [r.path for r in viewer.requests] == ["/requests/ab%3Fc%2525"] * 2
+    assert [dict(r.query) for r in viewer.requests] == [{}, {}]
