@@ -1,0 +1,397 @@
+"""upstream/aiohttp_client.py on a real loopback socket: what the production session sends and
+keeps (nothing of its own), how a response body streams and goes back to the pool, and which
+proxy error each failure phase becomes (timeout before the head, a cut or stalled body, a
+hang-up, a reset, a full accept queue).
+
+The error table itself (`aiohttp_error` on constructed exceptions), a refused connect and the
+hand-over of non-UTF-8 requests to the verbatim client are in test_client.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import socket
+import struct
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+
+import aiohttp
+import pytest
+
+from proxy.errors import ProxyError
+from proxy.upstream.aiohttp_client import AiohttpClient, aiohttp_error, aiohttp_session
+from proxy.upstream.client import UpstreamRequest, UpstreamResponse
+from tests.fakes.servers import HOST
+
+pytestmark = pytest.mark.anyio
+
+WAIT_S = 10.0
+GZIPPED = gzip.compress(b'{"object": "list", "data": []}' * 20)
+BIG = 8 * 1024 * 1024
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # aiohttp is asyncio-only
+
+
+class ScriptedUpstream:
+    """HTTP/1.1 on loopback, one thread per connection; the first path segment picks the
+    answer. Every answer names its connection's serial in `x-conn`, so tests can see reuse."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._listener = socket.create_server((HOST, 0))
+        self._listener.settimeout(0.05)
+        self.origin = f"http://{HOST}:{self._listener.getsockname()[1]}"
+        self._threads: list[threading.Thread] = []
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self) -> ScriptedUpstream:
+        self._acceptor.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._acceptor.join(WAIT_S)
+        for thread in self._threads:
+            thread.join(WAIT_S)
+        self._listener.close()
+
+    def _accept(self) -> None:
+        serial = 0
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            serial += 1
+            thread = threading.Thread(target=self._serve, args=(conn, serial), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn: socket.socket, serial: int) -> None:
+        with conn:
+            conn.settimeout(WAIT_S)
+            try:
+                while (request := _read_request(conn)) is not None:
+                    if not self._answer(conn, serial, *request):
+                        return
+            except OSError:
+                return  # the client left: expected in the tests that cut reads short
+
+    def _answer(self, conn: socket.socket, serial: int, target: bytes, raw: bytes) -> bool:
+        """Answers one request; False closes the connection."""
+        name = target.split(b"?")[0].split(b"/")[1]
+        conn_header = b"x-conn: %d\r\n" % serial
+        if name == b"silent":  # reads the request, never answers
+            self._stop.wait(WAIT_S)
+            return False
+        if name == b"hangup":  # closes without a word
+            return False
+        if name == b"reset":  # an RST instead of a FIN
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return False
+        if name in (b"cut", b"stall"):  # promises 100 bytes, sends 10
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n" + conn_header)
+            conn.sendall(b"\r\n0123456789")
+            if name == b"stall":
+                self._stop.wait(WAIT_S)
+            return False
+        if name == b"big":  # more than the socket buffers hold, so the client must read
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n" % BIG + conn_header)
+            conn.sendall(b"\r\n" + b"x" * BIG)
+            return True
+        if name == b"chunked":
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n" + conn_header + b"\r\n"
+                b"2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n"
+            )
+            return True
+        if name == b"late":
+            self._stop.wait(0.3)
+        extra, body = {
+            b"echo": (b"", raw),
+            b"gzip": (b"content-encoding: gzip\r\n", GZIPPED),
+            b"redirect": (b"location: /ok\r\n", b""),
+            b"cookie": (b"set-cookie: session=secret; Path=/\r\n", b""),
+        }.get(name, (b"", b"ok"))
+        status = b"302 Found" if name == b"redirect" else b"200 OK"
+        conn.sendall(
+            b"HTTP/1.1 " + status + b"\r\ncontent-length: %d\r\n" % len(body) + extra
+            + conn_header + b"\r\n" + body
+        )  # fmt: skip
+        return True
+
+
+def _read_request(conn: socket.socket) -> tuple[bytes, bytes] | None:
+    """(target, the request's head and body as received), None when the client closed."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return None
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.lower() == b"content-length":
+            length = int(value)
+    while len(body) < length and (chunk := conn.recv(65536)):
+        body += chunk
+    return head.split(b" ")[1], head + b"\r\n\r\n" + body
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[ScriptedUpstream]:
+    with ScriptedUpstream() as server:
+        yield server
+
+
+class NoVerbatim:
+    """The verbatim client, which none of these (UTF-8, ASCII-URL) requests may reach."""
+
+    async def send(self, request: UpstreamRequest) -> UpstreamResponse:
+        raise AssertionError(f"handed to the verbatim client: {request.url}")
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[AiohttpClient]:
+    async with aiohttp_session() as session:
+        yield AiohttpClient(session, NoVerbatim())
+
+
+def req(
+    upstream: ScriptedUpstream,
+    target: str,
+    *,
+    method: str = "GET",
+    headers: tuple[tuple[bytes, bytes], ...] = (),
+    body: bytes = b"",
+    read_timeout_s: float = WAIT_S,
+) -> UpstreamRequest:
+    return UpstreamRequest(
+        method, upstream.origin + target, headers, body, WAIT_S, read_timeout_s=read_timeout_s
+    )
+
+
+async def read_all(response: UpstreamResponse) -> bytes:
+    chunks: list[bytes] = []
+    await read_into(response, chunks)
+    return b"".join(chunks)
+
+
+async def read_into(response: UpstreamResponse, received: list[bytes]) -> None:
+    """Reads to the end (b""), keeping what arrives, so a failure can be seen after it."""
+    while chunk := await response.read():
+        received.append(chunk)
+
+
+async def fetch(client: AiohttpClient, request: UpstreamRequest) -> tuple[UpstreamResponse, bytes]:
+    response = await client.send(request)
+    try:
+        return response, await read_all(response)
+    finally:
+        await response.aclose()
+
+
+def header(response: UpstreamResponse, name: bytes) -> bytes | None:
+    return next((v for n, v in response.headers if n.lower() == name), None)
+
+
+# -- what goes out, and what comes back unchanged -----------------------------------------
+async def test_the_request_carries_only_the_given_headers_body_and_target(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    target = '/echo/a%20b/..%2fc?q=%2e%2e/|"&r=x%20y'
+    sent = req(
+        upstream,
+        target,
+        method="POST",
+        headers=((b"x-title", "Café".encode()), (b"authorization", b"Bearer sk-1")),
+        body=b'{"model": "gpt-4o"}',
+    )
+    _, echoed = await fetch(client, sent)
+    head, body = echoed.split(b"\r\n\r\n", 1)
+    line, *lines = head.split(b"\r\n")
+    names = [raw.partition(b":")[0].lower() for raw in lines]
+    assert line == b"POST " + target.encode() + b" HTTP/1.1"
+    assert body == b'{"model": "gpt-4o"}'
+    assert b"x-title: " + "Café".encode() in lines
+    # The libraries' own additions are only the derived Host and Content-Length.
+    assert sorted(names) == [b"authorization", b"content-length", b"host", b"x-title"]
+
+
+async def test_a_body_streams_without_its_transfer_coding(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    response = await client.send(req(upstream, "/chunked"))
+    try:
+        assert (response.status, await read_all(response)) == (200, b"abcd")
+        assert await response.read() == b""  # the end stays the end
+    finally:
+        await response.aclose()
+    assert header(response, b"transfer-encoding") == b"chunked"  # the head is as sent
+
+
+async def test_a_gzip_body_is_relayed_compressed(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    response, body = await fetch(client, req(upstream, "/gzip"))
+    assert body == GZIPPED
+    assert header(response, b"content-encoding") == b"gzip"
+
+
+async def test_redirects_are_relayed_not_followed(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    response, body = await fetch(client, req(upstream, "/redirect"))
+    assert (response.status, header(response, b"location"), body) == (302, b"/ok", b"")
+
+
+async def test_cookies_from_one_response_are_not_sent_with_the_next(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    # By name: aiohttp's default jar ignores cookies from IP addresses anyway.
+    by_name = upstream.origin.replace(HOST, "localhost")
+    response, _ = await fetch(client, replace(req(upstream, "/cookie"), url=f"{by_name}/cookie"))
+    assert header(response, b"set-cookie") == b"session=secret; Path=/"  # relayed as is
+    _, echoed = await fetch(client, replace(req(upstream, "/echo"), url=f"{by_name}/echo"))
+    assert b"cookie" not in echoed.lower()
+
+
+async def test_a_read_body_returns_its_connection_a_half_read_one_closes_it(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    first, _ = await fetch(client, req(upstream, "/ok"))
+    again, _ = await fetch(client, req(upstream, "/ok"))
+    assert header(again, b"x-conn") == header(first, b"x-conn")  # pooled
+
+    big = await client.send(req(upstream, "/big"))
+    assert await big.read()
+    await big.aclose()  # with megabytes unread: this connection is no longer usable
+    after, body = await fetch(client, req(upstream, "/ok"))
+    assert body == b"ok"
+    assert header(big, b"x-conn") == header(first, b"x-conn")
+    assert header(after, b"x-conn") != header(big, b"x-conn")
+
+
+async def test_a_header_name_that_is_not_utf8_goes_to_the_verbatim_client(
+    upstream: ScriptedUpstream,
+) -> None:
+    class Verbatim:
+        def __init__(self) -> None:
+            self.sent: list[UpstreamRequest] = []
+
+        async def send(self, request: UpstreamRequest) -> UpstreamResponse:
+            self.sent.append(request)
+            raise ProxyError(599, "verbatim", "stub")
+
+    verbatim = Verbatim()
+    odd = req(upstream, "/echo", headers=((b"x-caf\xe9", b"1"),))
+    async with aiohttp_session() as session:
+        with pytest.raises(ProxyError, match="stub"):
+            await AiohttpClient(session, verbatim).send(odd)
+    assert verbatim.sent == [odd]
+
+
+# -- failures by phase --------------------------------------------------------------------
+async def test_silence_before_the_head_is_a_timeout(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    with pytest.raises(ProxyError) as caught:
+        await client.send(req(upstream, "/silent", method="POST", read_timeout_s=0.2))
+    assert (caught.value.status, caught.value.code) == (504, "upstream_timeout")
+    assert isinstance(caught.value.__cause__, aiohttp.SocketTimeoutError)
+
+
+async def test_each_request_gets_its_own_read_timeout(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    """The session keeps one timeout object per (connect, read) pair: a slower upstream's
+    allowance must not leak into a stricter one's, nor the other way round."""
+    with pytest.raises(ProxyError, match="did not respond in time"):
+        await client.send(req(upstream, "/late", read_timeout_s=0.05))
+    _, body = await fetch(client, req(upstream, "/late", read_timeout_s=5))
+    assert body == b"ok"
+    with pytest.raises(ProxyError, match="did not respond in time"):
+        await client.send(req(upstream, "/late", read_timeout_s=0.05))
+
+
+async def test_a_stalled_body_times_out_on_read(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    response = await client.send(req(upstream, "/stall", read_timeout_s=0.2))
+    try:
+        assert await response.read() == b"0123456789"
+        with pytest.raises(ProxyError) as caught:
+            await response.read()
+    finally:
+        await response.aclose()
+    assert caught.value.code == "upstream_timeout"
+    assert isinstance(caught.value.__cause__, TimeoutError)
+
+
+async def test_a_body_cut_short_is_an_upstream_error_after_the_bytes_that_came(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    response = await client.send(req(upstream, "/cut"))
+    received: list[bytes] = []
+    try:
+        with pytest.raises(ProxyError) as caught:
+            await read_into(response, received)
+    finally:
+        await response.aclose()
+    assert b"".join(received) == b"0123456789"
+    assert (caught.value.status, caught.value.code) == (502, "upstream_error")
+    assert isinstance(caught.value.__cause__, aiohttp.ClientPayloadError)
+
+
+@pytest.mark.parametrize("name", ["hangup", "reset"])
+async def test_a_connection_lost_after_the_request_is_an_upstream_error(
+    client: AiohttpClient, upstream: ScriptedUpstream, name: str
+) -> None:
+    """Not `upstream_unreachable`: the upstream accepted, so it may have acted on it."""
+    with pytest.raises(ProxyError) as caught:
+        await client.send(req(upstream, f"/{name}", method="POST", body=b"{}"))
+    assert (caught.value.status, caught.value.code) == (502, "upstream_error")
+    cause = caught.value.__cause__
+    assert isinstance(cause, aiohttp.ClientError)
+    assert not isinstance(cause, aiohttp.ClientConnectorError)
+
+
+async def test_a_connect_that_never_completes_is_a_timeout() -> None:
+    """A listener whose accept queue is full drops new SYNs, so the connect hangs."""
+    with socket.create_server((HOST, 0), backlog=0) as full:
+        port = full.getsockname()[1]
+        fillers = []
+        try:
+            for _ in range(4):  # more than the queue holds: the kernel drops the rest
+                filler = socket.socket()
+                filler.setblocking(False)
+                filler.connect_ex((HOST, port))
+                fillers.append(filler)
+            stuck = UpstreamRequest("GET", f"http://{HOST}:{port}/v1/models", (), b"", 0.3, 5)
+            async with aiohttp_session() as session:
+                with pytest.raises(ProxyError) as caught:
+                    await AiohttpClient(session, NoVerbatim()).send(stuck)
+        finally:
+            for filler in fillers:
+                filler.close()
+    assert (caught.value.status, caught.value.code) == (504, "upstream_timeout")
+    assert isinstance(caught.value.__cause__, aiohttp.ConnectionTimeoutError)
+
+
+async def test_cancellation_is_not_mapped_to_an_upstream_error(
+    client: AiohttpClient, upstream: ScriptedUpstream
+) -> None:
+    """A client that leaves cancels the send; the relay must see CancelledError, not a 502."""
+    assert aiohttp_error(asyncio.CancelledError()) is None
+    task = asyncio.ensure_future(client.send(req(upstream, "/silent")))
+    await asyncio.sleep(0.1)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
