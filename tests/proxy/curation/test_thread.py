@@ -1,0 +1,115 @@
+"""curation/thread.py: jobs submitted together run one at a time in submission order while the
+loop stays free, a failing job still trims and raises to its caller, and closing drops what
+is queued without waiting for what runs. (Results, the one thread's name and the trim's
+interval are in tests/proxy/test_heap.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from proxy.curation.thread import CurationThread
+
+WAIT_S = 10.0
+
+
+class CountingTrim:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+
+
+@pytest.fixture
+def offload() -> Iterator[CurationThread]:
+    thread = CurationThread()
+    thread.trim = CountingTrim()  # type: ignore[assignment]  # every call, not once a second
+    yield thread
+    thread.close()
+
+
+def test_jobs_submitted_together_run_one_at_a_time_in_order(offload: CurationThread) -> None:
+    running = 0
+    overlaps: list[int] = []
+    order: list[int] = []
+
+    def job(n: int) -> Callable[[], int]:
+        def work() -> int:
+            nonlocal running
+            running += 1
+            overlaps.append(running)
+            threading.Event().wait(0.005)  # long enough for a second thread to overlap
+            order.append(n)
+            running -= 1
+            return n
+
+        return work
+
+    async def all_at_once() -> list[int]:
+        return await asyncio.gather(*(offload.run(job(n)) for n in range(8)))
+
+    assert asyncio.run(all_at_once()) == list(range(8))
+    assert order == list(range(8))
+    assert set(overlaps) == {1}
+    assert offload.trim.calls == 8  # type: ignore[attr-defined]
+
+
+def test_the_loop_keeps_running_while_a_job_does(offload: CurationThread) -> None:
+    release = threading.Event()
+
+    async def meanwhile() -> tuple[str, int]:
+        job = asyncio.ensure_future(offload.run(lambda: release.wait(WAIT_S) and "done"))
+        ticks = 0
+        while ticks < 3:  # the loop turns while the job blocks its thread
+            await asyncio.sleep(0)
+            ticks += 1
+        assert not job.done()
+        release.set()
+        return await job, ticks
+
+    assert asyncio.run(meanwhile()) == ("done", 3)
+
+
+def test_a_failing_job_raises_to_its_caller_and_still_trims(offload: CurationThread) -> None:
+    def broken() -> int:
+        raise ValueError("planning failed")
+
+    async def run_both() -> int:
+        with pytest.raises(ValueError, match="planning failed"):
+            await offload.run(broken)
+        return await offload.run(lambda: 7)  # the thread survives its job's failure
+
+    assert asyncio.run(run_both()) == 7
+    assert offload.trim.calls == 2  # type: ignore[attr-defined]
+
+
+def test_close_drops_queued_jobs_without_waiting_for_the_running_one(
+    offload: CurationThread,
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def first() -> None:
+        started.set()
+        release.wait(WAIT_S)
+        ran.append("first")
+
+    async def scenario() -> None:
+        running = asyncio.ensure_future(offload.run(first))
+        queued = asyncio.ensure_future(offload.run(lambda: ran.append("queued")))
+        await asyncio.to_thread(started.wait, WAIT_S)
+        offload.close()  # returns at once: `first` is still blocked
+        assert ran == []
+        with pytest.raises(RuntimeError):  # nothing new after close
+            await offload.run(lambda: ran.append("late"))
+        release.set()
+        await running
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+
+    asyncio.run(scenario())
+    assert ran == ["first"]
