@@ -61,8 +61,12 @@ def test_jobs_submitted_together_run_one_at_a_time_in_order(offload: CurationThr
 def test_the_loop_keeps_running_while_a_job_does(offload: CurationThread) -> None:
     release = threading.Event()
 
+    def blocking() -> str:
+        release.wait(WAIT_S)
+        return "done"
+
     async def meanwhile() -> tuple[str, int]:
-        job = asyncio.ensure_future(offload.run(lambda: release.wait(WAIT_S) and "done"))
+        job = asyncio.ensure_future(offload.run(blocking))
         ticks = 0
         while ticks < 3:  # the loop turns while the job blocks its thread
             await asyncio.sleep(0)

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from proxy.observability.metrics import multiproc
 from proxy.observability.metrics.multiproc import (
     MULTIPROC_ENV,
     forget_dead_workers,
@@ -86,7 +85,7 @@ def test_a_process_of_another_user_counts_as_running(
         raise PermissionError(1, "Operation not permitted")
 
     touch(tmp_path, f"gauge_livesum_{dead}.db")
-    monkeypatch.setattr(multiproc.os, "kill", not_yours)
+    monkeypatch.setattr(os, "kill", not_yours)
     forget_dead_workers(str(tmp_path))
     assert [p.name for p in tmp_path.iterdir()] == [f"gauge_livesum_{dead}.db"]
 
