@@ -1,2 +1,3 @@
 """Spend truth: token usage as the upstream reports it, its cost, and what the uncurated
-request would have cost (`tap`, `conversation`, `counterfactual`, `observer`)."""
+request would have cost (`tap`, `spend`, `conversation`, `counterfactual`), and what the
+audit record keeps of them (`audit_fields`)."""
