@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from policies.errors import ConfigError
 from policies.models import ModelTable
-from policies.summary_cache import DEFAULT_ENTRIES, MEMORY, MemoryCache
 from policies.summary_io import SummaryCache
 from policies.tokens import TokenCounter
 from proxy.config.loader import (
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
     from uvicorn.supervisors.multiprocess import Process
 
     from proxy.serving.edge import Edge
-    from proxy.summarizing.redis_cache import RedisSummaryCache
 
 log = logging.getLogger("curator.reload")
 
@@ -167,20 +165,19 @@ class Reloader:
         """The summary caches `config` names: the running ones where the spec is unchanged."""
         if not any(p.is_async for p in config.policies.values()):
             return {}
-        from proxy.summarizing.redis_cache import RedisSummaryCache
-        from proxy.summarizing.services import (
-            summarizers,  # its redis client loads only when needed
+        from proxy.summarizing.services import (  # its redis client loads only when needed
+            cache_specs,
+            close_cache,
+            new_cache,
         )
 
         caches: dict[str, SummaryCache] = {}
-        for spec in {s.cache for s in summarizers(config.policies.values())}:
+        for spec in cache_specs(config):
             if spec in current:
                 caches[spec] = current[spec]
-            elif spec == MEMORY:
-                caches[spec] = MemoryCache(DEFAULT_ENTRIES)
             else:
-                caches[spec] = redis = RedisSummaryCache.from_url(spec)
-                self._stack.push_async_callback(_close_quietly, redis)
+                caches[spec] = cache = new_cache(spec)
+                self._stack.push_async_callback(close_cache, cache)
         return caches
 
     def _on_sighup(self) -> None:
@@ -252,11 +249,6 @@ def _add_sighup(handler: Callable[[], None]) -> signal.Signals | None:
     except (NotImplementedError, RuntimeError, ValueError):
         return None
     return hup
-
-
-async def _close_quietly(cache: RedisSummaryCache) -> None:
-    with suppress(Exception):  # shutting down: nothing left to do about it
-        await cache.aclose()
 
 
 def serve_workers(config: uvicorn.Config, sock: socket.socket | None = None) -> None:

@@ -151,28 +151,37 @@ def summarizers(policies: Iterable[Policy]) -> list[Summarizer]:
     return [c for p in policies for c in p.chain.curators if isinstance(c, Summarizer)]
 
 
+def cache_specs(config: Config) -> list[str]:
+    """The distinct `cache` settings of the config's summarizers, in order."""
+    return list(dict.fromkeys(s.cache for s in summarizers(config.policies.values())))
+
+
+def new_cache(spec: str, *, memory_entries: int = DEFAULT_ENTRIES) -> SummaryCache:
+    """The cache one `cache` setting names: an in-process LRU for `memory`, else redis at
+    that URL (the caller closes it with `close_cache`)."""
+    if spec == MEMORY:
+        return MemoryCache(memory_entries)
+    return RedisSummaryCache.from_url(spec)
+
+
+async def close_cache(cache: SummaryCache) -> None:
+    """Close a cache `new_cache` opened (a redis connection pool; memory needs nothing)."""
+    if isinstance(cache, RedisSummaryCache):
+        with suppress(Exception):  # shutting down: nothing left to do about it
+            await cache.aclose()
+
+
 @asynccontextmanager
 async def open_caches(
     config: Config, *, memory_entries: int = DEFAULT_ENTRIES
 ) -> AsyncIterator[Mapping[str, SummaryCache]]:
     """The caches the config's summarizers name, closed on exit."""
-    caches: dict[str, SummaryCache] = {}
-    shared: list[RedisSummaryCache] = []
-    for summarizer in summarizers(config.policies.values()):
-        spec = summarizer.cache
-        if spec in caches:
-            continue
-        if spec == MEMORY:
-            caches[spec] = MemoryCache(memory_entries)
-        else:
-            caches[spec] = redis = RedisSummaryCache.from_url(spec)
-            shared.append(redis)
+    caches = {s: new_cache(s, memory_entries=memory_entries) for s in cache_specs(config)}
     try:
         yield types.MappingProxyType(caches)
     finally:
-        for redis in shared:
-            with suppress(Exception):  # shutting down: nothing left to do about it
-                await redis.aclose()
+        for cache in caches.values():
+            await close_cache(cache)
 
 
 def services_for(

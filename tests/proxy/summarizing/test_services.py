@@ -23,6 +23,9 @@ from proxy.summarizing.redis_cache import RedisSummaryCache
 from proxy.summarizing.services import (
     SummaryCallError,
     build_complete,
+    cache_specs,
+    close_cache,
+    new_cache,
     open_caches,
     output_limit_key,
     parse_reply,
@@ -221,6 +224,31 @@ async def test_open_caches_builds_one_cache_per_setting() -> None:
         assert isinstance(caches["redis://127.0.0.1:1/0"], RedisSummaryCache)
         await caches["memory"].put("k", "v")
         assert await caches["memory"].get_many(["k"]) == ["v"]
+
+
+def test_cache_specs_are_the_distinct_settings_in_order() -> None:
+    cfg = config(policy("a", "redis://h/1", "memory"), policy("b", "memory", "redis://h/1"))
+    assert cache_specs(cfg) == ["redis://h/1", "memory"]
+    assert cache_specs(config(Policy("off"))) == []
+
+
+async def test_new_cache_is_memory_or_redis_and_close_cache_closes_only_redis(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    memory = new_cache("memory", memory_entries=2)
+    assert isinstance(memory, MemoryCache)
+    redis = new_cache("redis://127.0.0.1:1/0")
+    assert isinstance(redis, RedisSummaryCache)
+    closed: list[object] = []
+
+    async def aclose(self: RedisSummaryCache) -> None:
+        closed.append(self)
+        raise ConnectionError("gone")  # shutting down: a failing close is not an error
+
+    monkeypatch.setattr(RedisSummaryCache, "aclose", aclose)
+    await close_cache(memory)
+    await close_cache(redis)
+    assert closed == [redis]
 
 
 async def test_services_summarize_through_the_fake_upstream(
