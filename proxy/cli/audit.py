@@ -27,7 +27,6 @@ from policies.errors import ConfigError
 from policies.yamlsrc import parse_file
 from proxy.cli import audit_serve
 from proxy.cli.audit_render import render_diff, render_record, render_table
-from proxy.cli.pipes import run_to_stdout
 from proxy.config.audit import AuditConfig, masked_location, parse_audit
 from proxy.observability.audit.readers.base import Store
 from proxy.observability.audit.readers.query import record_conversation, time_window
@@ -271,19 +270,6 @@ def open_store(args: argparse.Namespace) -> Iterator[Store]:
         store.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m proxy.cli.audit ...`, until `curator audit` is wired in."""
-    parser = argparse.ArgumentParser(prog="curator")
-    add_subparsers(parser.add_subparsers(dest="command", required=True))
-    return run_to_stdout(lambda: _run(parser, argv))
-
-
-def _run(parser: argparse.ArgumentParser, argv: list[str] | None) -> int:
-    args = parser.parse_args(argv)
-    status: int = args.func(args)
-    return status
-
-
 def _print(text: str) -> None:
     sys.stdout.write(text + "\n")
 
@@ -291,7 +277,3 @@ def _print(text: str) -> None:
 def _fail(message: str, command: str = "audit") -> int:
     sys.stderr.write(f"curator {command}: {message}\n")
     return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

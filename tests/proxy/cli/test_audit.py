@@ -9,8 +9,8 @@ import pytest
 
 from policies.base import Action
 from policies.messages import SUMMARY_PREFIX
-from proxy.cli.audit import main
 from proxy.cli.audit_render import render_diff
+from proxy.cli.main import main
 from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.readers.query import parse_time
 from proxy.observability.audit.redact import Redactor

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli.audit import main
+from proxy.cli.main import main
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.sinks.migrations import Migration, SchemaTooNew, pending
 from proxy.observability.audit.sinks.sqlite import SCHEMA_VERSION, SqliteSink, connect_writer
