@@ -24,7 +24,8 @@ class SummarizerFamilies:
         )
         self.calls = loop_counter(
             "curator_summarizer_calls",
-            "Summaries by result: a model call that worked or failed, or a cache hit",
+            "Summaries by result: a model call that worked or failed, or a cache hit; and "
+            "summary cache reads or writes that failed (cache_error: taken as misses)",
             "route",
             "result",
         )
@@ -39,6 +40,7 @@ class SummarizerFamilies:
             "ok": stats.calls - stats.failures,
             "cache_hit": stats.cache_hits,
             "error": stats.failures,
+            "cache_error": stats.cache_errors,
         }
         for result, count in results.items():
             if count > 0:

@@ -32,8 +32,8 @@ def test_spent_saved_and_each_result_are_counted() -> None:
         return series[(family, *labels)]
 
     stats = SummaryStats(
-        calls=3, cache_hits=2, failures=1, prompt_tokens=900, completion_tokens=100,
-        tokens_saved=4_000,
+        calls=3, cache_hits=2, failures=1, cache_errors=2, prompt_tokens=900,
+        completion_tokens=100, tokens_saved=4_000,
     )  # fmt: skip
     made.observe(child, "agents", stats)
     totals = {key: s.total for key, s in series.items()}
@@ -43,6 +43,7 @@ def test_spent_saved_and_each_result_are_counted() -> None:
         ("curator_summarizer_calls", "agents", "ok"): 2,
         ("curator_summarizer_calls", "agents", "cache_hit"): 2,
         ("curator_summarizer_calls", "agents", "error"): 1,
+        ("curator_summarizer_calls", "agents", "cache_error"): 2,
     }
 
 
