@@ -48,10 +48,6 @@ class StoreHealth:
         self._since: float | None = None
         self._failures = 0
 
-    @property
-    def degraded(self) -> bool:
-        return self._since is not None
-
     def failed(self, reason: str, held: int) -> float:
         """A write found the store unavailable; the seconds to wait before the next try."""
         with self._lock:
