@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TypeVar
 
 from proxy.heap import HeapTrim
+from proxy.priority import CURATION_STEPS, lower_thread_priority
 
 T = TypeVar("T")
 
@@ -17,7 +19,11 @@ class CurationThread:
     """One thread that runs planning jobs in order, trimming the heap after them."""
 
     def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="curator-curate")
+        self._pool = ThreadPoolExecutor(
+            1,
+            thread_name_prefix="curator-curate",
+            initializer=partial(lower_thread_priority, CURATION_STEPS),
+        )
         self.trim = HeapTrim()
 
     async def run(self, job: Callable[[], T]) -> T:

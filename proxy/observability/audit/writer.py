@@ -35,6 +35,7 @@ from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.base import Sink, StoreUnavailable
 from proxy.observability.audit.sinks.registry import SINKS
 from proxy.observability.exchange import ExchangeRecord
+from proxy.priority import BOOKKEEPING_STEPS, lower_thread_priority
 
 log = logging.getLogger("curator.audit")
 
@@ -146,6 +147,7 @@ class AuditWriter:
         return True
 
     def _run(self) -> None:
+        lower_thread_priority(BOOKKEEPING_STEPS)
         next_prune = time.monotonic()
         try:
             while True:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from policies.prefix_cache import PrefixCache, Prompt
+from proxy.priority import BOOKKEEPING_STEPS, lower_thread_priority
 
 log = logging.getLogger("curator.spend")
 
@@ -136,6 +137,7 @@ class SpendThread:
             self._thread = None
 
     def _run(self) -> None:
+        lower_thread_priority(BOOKKEEPING_STEPS)
         while True:
             job = self._queue.get()
             if job is _STOP:

@@ -6,12 +6,15 @@ interval are in tests/proxy/test_heap.py.)"""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from proxy.curation.thread import CurationThread
+from proxy.priority import CURATION_STEPS, MAX_NICE
 
 WAIT_S = 10.0
 
@@ -117,3 +120,13 @@ def test_close_drops_queued_jobs_without_waiting_for_the_running_one(
 
     asyncio.run(scenario())
     assert ran == ["first"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
+def test_jobs_run_below_the_event_loop_priority(offload: CurationThread) -> None:
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    loop_nice = nice()
+    assert asyncio.run(offload.run(nice)) == min(MAX_NICE, loop_nice + CURATION_STEPS)
+    assert nice() == loop_nice

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import closing
@@ -24,6 +26,7 @@ from proxy.observability.audit.writer import (
     open_audit,
 )
 from proxy.observability.exchange import ExchangeRecord
+from proxy.priority import BOOKKEEPING_STEPS, MAX_NICE
 from tests.factories import audited
 
 KEY = "ghp_" + "Ab3De5Gh7J" * 4
@@ -135,6 +138,22 @@ def test_redaction_and_writing_happen_in_the_writer_thread() -> None:
     assert w.close(WAIT)
     assert sink.threads == {"curator-audit"}
     assert KEY.encode() not in sink.records[0].to_json()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
+def test_the_writer_thread_runs_below_the_event_loop_priority() -> None:
+    seen: list[int] = []
+
+    class Noting(RecordBuilder):
+        def build(self, entry: ExchangeRecord) -> AuditRecord:
+            seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            return super().build(entry)
+
+    w = AuditWriter(MemorySink(), Noting(Redactor.build()))
+    w.submit(entry(1))
+    assert w.close(WAIT)
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    assert seen == [min(MAX_NICE, base + BOOKKEEPING_STEPS)]
 
 
 def test_full_queue_drops_and_counts_without_blocking(caplog: pytest.LogCaptureFixture) -> None:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+
+import pytest
+
 from policies.prefix_cache import Block, PrefixCache, Prompt
 from proxy.observability.usage.conversation import conversation_key
-from proxy.observability.usage.counterfactual import Counterfactuals
+from proxy.observability.usage.counterfactual import Counterfactuals, SpendThread
+from proxy.priority import BOOKKEEPING_STEPS, MAX_NICE
 
 SYSTEM = {"role": "system", "content": "You are terse."}
 
@@ -84,3 +91,13 @@ def test_spend_thread_stops_on_close_after_its_queued_jobs() -> None:
     worker.join(5.0)
     assert not worker.is_alive()
     assert done == [1]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
+def test_spend_jobs_run_below_the_event_loop_priority() -> None:
+    spend = SpendThread()
+    seen: list[int] = []
+    spend.submit(lambda: seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
+    assert spend.join(5.0)
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    assert seen == [min(MAX_NICE, base + BOOKKEEPING_STEPS)]
