@@ -84,9 +84,13 @@ def tokens(record: Mapping[str, Any]) -> Markup:
         return Markup(DASH)
     if not isinstance(after, int) or after == before:
         return Markup("{}").format(num(before))
-    return Markup('{} → <strong>{}</strong> <span class="saved">&minus;{}%</span>').format(
-        num(before), num(after), round(100 * (before - after) / before) if before else 0
-    )
+    shown = Markup("{} → <strong>{}</strong>").format(num(before), num(after))
+    if not before:
+        return shown
+    change = round(100 * abs(before - after) / before)
+    if after > before:  # a curator that adds (a summary longer than its text) says so
+        return shown + Markup(' <span class="grew">+{}%</span>').format(change)
+    return shown + Markup(' <span class="saved">&minus;{}%</span>').format(change)
 
 
 def cached_tokens(record: Mapping[str, Any]) -> int | None:

@@ -104,8 +104,8 @@ def _changes(r: Mapping[str, Any]) -> Markup:
                 Markup(
                     "<tr><td>{}</td><td>{}</td><td>{}</td><td class=num>{}</td><td>{}</td></tr>"
                 ).format(
-                    a.get("curator"),
-                    a.get("kind"),
+                    a.get("curator") or DASH,
+                    a.get("kind") or DASH,
                     ", ".join(str(i) for i in a.get("indexes") or ()),
                     num(a.get("tokens_removed")),
                     a.get("reason") or "",

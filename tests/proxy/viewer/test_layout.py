@@ -118,9 +118,12 @@ def test_tokens_shows_the_saving_only_when_curation_changed_the_count() -> None:
     assert layout.tokens({"tokens_before": 1200, "tokens_after": 1200}) == "1,200"
     saved = layout.tokens({"tokens_before": 1000, "tokens_after": 250})
     assert text(saved) == "1,000 \u2192 250 \u221275%"
+    grew = layout.tokens({"tokens_before": 1000, "tokens_after": 1500})
+    assert text(grew) == "1,000 \u2192 1,500 +50%"
+    assert one(grew, "span").attrs["class"] == "grew"
     assert one(saved, "strong").text == "250"
-    # Never a division by zero.
-    assert text(layout.tokens({"tokens_before": 0, "tokens_after": 5})) == "0 \u2192 5 \u22120%"
+    # Never a division by zero: no share of nothing.
+    assert text(layout.tokens({"tokens_before": 0, "tokens_after": 5})) == "0 \u2192 5"
 
 
 def test_cached_and_prompt_tokens_read_either_protocols_usage() -> None:

@@ -129,6 +129,7 @@ def test_changes_table_lists_each_action_in_order() -> None:
         {"curator": "token_budget", "kind": "drop", "indexes": [2, 3, 4], "tokens_removed": 40},
         "not an action",
         {"curator": "noop", "kind": "flag"},
+        {"indexes": [1]},
     ]  # fmt: skip
     changes = section(render(record(actions=actions)), "changes-h")
     rows = [[td.text for td in elements(tr_html, "td")] for tr_html in _rows(changes)]
@@ -136,6 +137,7 @@ def test_changes_table_lists_each_action_in_order() -> None:
         ["tool_result_truncation", "truncate", "5", "1,900", "'grep' result cut"],
         ["token_budget", "drop", "2, 3, 4", "40", ""],
         ["noop", "flag", "", DASH, ""],
+        [DASH, DASH, "1", DASH, ""],  # a record from an older or foreign writer: no "None"
     ]
 
 
