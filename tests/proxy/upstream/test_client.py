@@ -1,11 +1,15 @@
 """upstream/client.py and its two clients: both send the URL and the header bytes they are
-given, unchanged, and each maps its own library's errors to the proxy's.
+given, unchanged, and each maps its own library's errors to the proxy's: the same failure
+phase (refused, connect hang, silence, a stalled, cut or lost response) gives the same
+proxy error from either, each keeping its library's exception as the cause.
 
 The production client (aiohttp) is covered on real sockets in
 tests/hardening/test_header_bytes.py; here, the httpx client and the hand-over between them.
 """
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
 
 import aiohttp
 import httpx
@@ -15,19 +19,16 @@ from aiohttp.client_reqrep import ConnectionKey
 
 from proxy.errors import ProxyError
 from proxy.upstream.aiohttp_client import AiohttpClient, aiohttp_error
-from proxy.upstream.client import UpstreamRequest, UpstreamResponse
+from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
 from proxy.upstream.connect import open_client
 from proxy.upstream.httpx_client import httpx_error
+from tests.fakes.servers import HOST
+from tests.proxy.upstream.scripted import ScriptedUpstream, full_accept_queue, read_into, req
 
 pytestmark = pytest.mark.anyio
 
 URL = 'http://upstream.test:8080/tenant-a/v1/files/a%20b?q=%2e%2e/|"&r=..%2f'
 ODD = (b"x-title", b"caf\xe9\xff")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # aiohttp is asyncio-only
 
 
 def request(url: str = URL, headers: tuple[tuple[bytes, bytes], ...] = (ODD,)) -> UpstreamRequest:
@@ -157,10 +158,109 @@ async def test_the_httpx_client_raises_proxy_errors_caused_by_its_own() -> None:
     assert caught.value.__cause__ is refused
 
 
-async def test_the_aiohttp_client_raises_proxy_errors_caused_by_its_own(dead_port: int) -> None:
-    url = f"http://127.0.0.1:{dead_port}/v1/models"
-    async with open_client() as client:
+# -- every failure phase, the same proxy error from either client, on a real socket ----------
+CAUSES: dict[str, dict[str, type[BaseException]]] = {
+    "aiohttp": {
+        "refused": aiohttp.ClientConnectorError,
+        "connect": aiohttp.ConnectionTimeoutError,
+        "silent": aiohttp.SocketTimeoutError,
+        "stall": TimeoutError,
+        "cut": aiohttp.ClientPayloadError,
+        "lost": aiohttp.ClientError,
+    },
+    "httpx": {
+        "refused": httpx.ConnectError,
+        "connect": httpx.ConnectTimeout,
+        "silent": httpx.ReadTimeout,
+        "stall": httpx.ReadTimeout,
+        "cut": httpx.RemoteProtocolError,
+        "lost": httpx.TransportError,
+    },
+}
+"""The library's own exception each client keeps as the proxy error's cause."""
+
+
+@pytest.fixture(params=sorted(CAUSES))
+async def either(request: pytest.FixtureRequest) -> AsyncIterator[tuple[UpstreamClient, str]]:
+    """The production client (aiohttp), and the verbatim one (httpx's real transport)."""
+    transport = httpx.AsyncHTTPTransport() if request.param == "httpx" else None
+    async with open_client(transport) as client:
+        yield client, request.param
+
+
+async def failure(client: UpstreamClient, request: UpstreamRequest) -> ProxyError:
+    with pytest.raises(ProxyError) as caught:
+        await client.send(request)
+    return caught.value
+
+
+async def test_refused_is_unreachable(either: tuple[UpstreamClient, str], dead_port: int) -> None:
+    client, name = either
+    url = f"http://{HOST}:{dead_port}/v1/models"
+    error = await failure(client, UpstreamRequest("GET", url, (), b"", 5, 5))
+    assert (error.status, error.code) == (502, "upstream_unreachable")
+    assert isinstance(error.__cause__, CAUSES[name]["refused"])
+
+
+async def test_a_connect_that_never_completes_is_a_timeout(
+    either: tuple[UpstreamClient, str],
+) -> None:
+    """A listener whose accept queue is full drops new SYNs, so the connect hangs."""
+    client, name = either
+    with full_accept_queue() as port:
+        url = f"http://{HOST}:{port}/v1/models"
+        error = await failure(client, UpstreamRequest("GET", url, (), b"", 0.3, 5))
+    assert (error.status, error.code) == (504, "upstream_timeout")
+    assert isinstance(error.__cause__, CAUSES[name]["connect"])
+
+
+async def test_silence_before_the_head_is_a_timeout(
+    either: tuple[UpstreamClient, str], upstream: ScriptedUpstream
+) -> None:
+    client, name = either
+    error = await failure(client, req(upstream, "/silent", method="POST", read_timeout_s=0.2))
+    assert (error.status, error.code) == (504, "upstream_timeout")
+    assert isinstance(error.__cause__, CAUSES[name]["silent"])
+
+
+async def test_a_stalled_body_times_out_on_read(
+    either: tuple[UpstreamClient, str], upstream: ScriptedUpstream
+) -> None:
+    client, name = either
+    response = await client.send(req(upstream, "/stall", read_timeout_s=0.2))
+    try:
+        assert await response.read() == b"0123456789"
         with pytest.raises(ProxyError) as caught:
-            await client.send(UpstreamRequest("GET", url, [], b"", 1.0, 1.0))
-    assert caught.value.code == "upstream_unreachable"
-    assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
+            await response.read()
+    finally:
+        await response.aclose()
+    assert (caught.value.status, caught.value.code) == (504, "upstream_timeout")
+    assert isinstance(caught.value.__cause__, CAUSES[name]["stall"])
+
+
+async def test_a_body_cut_short_is_an_upstream_error_after_the_bytes_that_came(
+    either: tuple[UpstreamClient, str], upstream: ScriptedUpstream
+) -> None:
+    client, name = either
+    response = await client.send(req(upstream, "/cut"))
+    received: list[bytes] = []
+    try:
+        with pytest.raises(ProxyError) as caught:
+            await read_into(response, received)
+    finally:
+        await response.aclose()
+    assert b"".join(received) == b"0123456789"
+    assert (caught.value.status, caught.value.code) == (502, "upstream_error")
+    assert isinstance(caught.value.__cause__, CAUSES[name]["cut"])
+
+
+@pytest.mark.parametrize("path", ["/hangup", "/reset"])
+async def test_a_connection_lost_after_the_request_is_an_upstream_error(
+    either: tuple[UpstreamClient, str], upstream: ScriptedUpstream, path: str
+) -> None:
+    """Not `upstream_unreachable`: the upstream accepted, so it may have acted on it."""
+    client, name = either
+    error = await failure(client, req(upstream, path, method="POST", body=b"{}"))
+    assert (error.status, error.code) == (502, "upstream_error")
+    assert isinstance(error.__cause__, CAUSES[name]["lost"])
+    assert not isinstance(error.__cause__, aiohttp.ClientConnectorError)

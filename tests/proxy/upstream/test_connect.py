@@ -4,8 +4,6 @@ was never configured with), and that leaving the context closes what it opened."
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 
@@ -21,17 +19,6 @@ pytestmark = pytest.mark.anyio
 LATIN1 = ((b"x-title", b"caf\xe9"),)
 """A header aiohttp cannot write unchanged: the request goes through the verbatim client."""
 URL = "http://upstream.test/v1/models"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # aiohttp is asyncio-only
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[ScriptedUpstream]:
-    with ScriptedUpstream() as server:
-        yield server
 
 
 @pytest.fixture

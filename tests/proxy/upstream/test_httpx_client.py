@@ -1,14 +1,15 @@
 """upstream/httpx_client.py: the verbatim client (what aiohttp cannot send byte for byte) on a
 real loopback socket, and its response stream and error mapping through `httpx.MockTransport`.
 
-The constructed-error table for the common cases, a refused connect through MockTransport and
-the target of one odd URL are in test_client.py.
+Which proxy error each failure phase becomes on the wire (for both clients), the
+constructed-error table for the common cases and the target of one odd URL are in
+test_client.py.
 """
 
 from __future__ import annotations
 
 import gzip
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -19,29 +20,15 @@ from proxy.errors import ProxyError
 from proxy.upstream.client import UpstreamClient, UpstreamRequest
 from proxy.upstream.connect import open_client
 from proxy.upstream.httpx_client import httpx_error
-from tests.fakes.servers import HOST
 from tests.proxy.upstream.scripted import (
     GZIPPED,
     ScriptedUpstream,
-    full_accept_queue,
     header,
     read_all,
-    read_into,
     req,
 )
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # the proxy is asyncio-only
-
-
-@pytest.fixture(scope="module")
-def upstream() -> Iterator[ScriptedUpstream]:
-    with ScriptedUpstream() as server:
-        yield server
 
 
 @pytest.fixture
@@ -91,72 +78,6 @@ async def test_redirects_are_relayed_not_followed(
     response = await client.send(req(upstream, "/redirect"))
     await response.aclose()
     assert (response.status, header(response, b"location")) == (302, b"/ok")
-
-
-# -- failures by phase, on the wire ------------------------------------------------------
-async def test_refused_is_unreachable(client: UpstreamClient, dead_port: int) -> None:
-    refused = UpstreamRequest("GET", f"http://{HOST}:{dead_port}/v1/models", (), b"", 5, 5)
-    with pytest.raises(ProxyError) as caught:
-        await client.send(refused)
-    assert (caught.value.status, caught.value.code) == (502, "upstream_unreachable")
-    assert isinstance(caught.value.__cause__, httpx.ConnectError)
-
-
-async def test_a_connect_that_never_completes_is_a_timeout(client: UpstreamClient) -> None:
-    with full_accept_queue() as port:
-        stuck = UpstreamRequest("GET", f"http://{HOST}:{port}/v1/models", (), b"", 0.3, 5)
-        with pytest.raises(ProxyError) as caught:
-            await client.send(stuck)
-    assert (caught.value.status, caught.value.code) == (504, "upstream_timeout")
-    assert isinstance(caught.value.__cause__, httpx.ConnectTimeout)
-
-
-async def test_silence_before_the_head_is_a_timeout(
-    client: UpstreamClient, upstream: ScriptedUpstream
-) -> None:
-    with pytest.raises(ProxyError) as caught:
-        await client.send(req(upstream, "/silent", method="POST", read_timeout_s=0.2))
-    assert caught.value.code == "upstream_timeout"
-    assert isinstance(caught.value.__cause__, httpx.ReadTimeout)
-
-
-async def test_a_stalled_body_times_out_on_read(
-    client: UpstreamClient, upstream: ScriptedUpstream
-) -> None:
-    response = await client.send(req(upstream, "/stall", read_timeout_s=0.2))
-    try:
-        assert await response.read() == b"0123456789"
-        with pytest.raises(ProxyError) as caught:
-            await response.read()
-    finally:
-        await response.aclose()
-    assert caught.value.code == "upstream_timeout"
-    assert isinstance(caught.value.__cause__, httpx.ReadTimeout)
-
-
-async def test_a_body_cut_short_is_an_upstream_error_after_the_bytes_that_came(
-    client: UpstreamClient, upstream: ScriptedUpstream
-) -> None:
-    response = await client.send(req(upstream, "/cut"))
-    received: list[bytes] = []
-    try:
-        with pytest.raises(ProxyError) as caught:
-            await read_into(response, received)
-    finally:
-        await response.aclose()
-    assert b"".join(received) == b"0123456789"
-    assert (caught.value.status, caught.value.code) == (502, "upstream_error")
-    assert isinstance(caught.value.__cause__, httpx.RemoteProtocolError)
-
-
-@pytest.mark.parametrize("name", ["hangup", "reset"])
-async def test_a_connection_lost_after_the_request_is_an_upstream_error(
-    client: UpstreamClient, upstream: ScriptedUpstream, name: str
-) -> None:
-    with pytest.raises(ProxyError) as caught:
-        await client.send(req(upstream, f"/{name}", method="POST", body=b"{}"))
-    assert (caught.value.status, caught.value.code) == (502, "upstream_error")
-    assert isinstance(caught.value.__cause__, httpx.TransportError)
 
 
 # -- the response stream, through MockTransport ------------------------------------------

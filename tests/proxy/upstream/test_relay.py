@@ -24,11 +24,6 @@ pytestmark = pytest.mark.anyio
 BASE = "https://api.example.test/v1"
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # aiohttp, and so the relay, is asyncio-only
-
-
 # -- URL mapping -------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("target", "query", "expected"),
