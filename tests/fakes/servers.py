@@ -10,6 +10,8 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -70,3 +72,22 @@ class ServerThread:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def full_accept_queue() -> Iterator[int]:
+    """The port of a listener whose accept queue is full: the kernel drops new SYNs, so a
+    connect to it hangs until the client's connect timeout."""
+    with socket.create_server((HOST, 0), backlog=0) as listener:
+        port = listener.getsockname()[1]
+        fillers = []
+        try:
+            for _ in range(4):  # more than the queue holds
+                filler = socket.socket()
+                filler.setblocking(False)
+                filler.connect_ex((HOST, port))
+                fillers.append(filler)
+            yield port
+        finally:
+            for filler in fillers:
+                filler.close()

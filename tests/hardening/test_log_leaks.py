@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from proxy.config.loader import UpstreamConfig
-from tests.fakes.servers import HOST
+from tests.fakes.servers import HOST, full_accept_queue
 from tests.hardening.support import (
     CHAT,
     WAIT_S,
@@ -72,27 +72,6 @@ class RawUpstream:
 
 
 @contextmanager
-def blackhole() -> Iterator[int]:
-    """A loopback port whose accept queue is full: new connections time out (SYNs dropped)."""
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind((HOST, 0))
-    listener.listen(0)
-    port = listener.getsockname()[1]
-    fillers = []
-    try:
-        for _ in range(3):  # the queue holds backlog + 1; the rest wait in SYN_SENT
-            filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            filler.setblocking(False)
-            filler.connect_ex((HOST, port))
-            fillers.append(filler)
-        yield port
-    finally:
-        for filler in fillers:
-            filler.close()
-        listener.close()
-
-
-@contextmanager
 def _proxy_to(origin: str, connect_timeout_s: float = 5.0) -> Iterator[RunningProxy]:
     config = hardening_config(origin)
     upstream = UpstreamConfig("fake", origin + "/v1", connect_timeout_s=connect_timeout_s)
@@ -142,7 +121,10 @@ def test_a_malformed_upstream_head_is_logged_without_its_bytes_or_the_query(
 
 def test_a_connect_timeout_is_logged_without_the_query(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    with blackhole() as port, _proxy_to(f"http://{HOST}:{port}", connect_timeout_s=0.5) as proxy:
+    with (
+        full_accept_queue() as port,
+        _proxy_to(f"http://{HOST}:{port}", connect_timeout_s=0.5) as proxy,
+    ):
         response = _post(proxy, f"key={QUERY_KEY}")
         assert response.status_code == 504
         assert response.json()["error"]["code"] == "upstream_timeout"

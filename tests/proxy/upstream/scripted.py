@@ -7,8 +7,6 @@ import gzip
 import socket
 import struct
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from proxy.upstream.client import UpstreamRequest, UpstreamResponse
 from tests.fakes.servers import HOST
@@ -124,25 +122,6 @@ def _read_request(conn: socket.socket) -> tuple[bytes, bytes] | None:
     while len(body) < length and (chunk := conn.recv(65536)):
         body += chunk
     return head.split(b" ")[1], head + b"\r\n\r\n" + body
-
-
-@contextmanager
-def full_accept_queue() -> Iterator[int]:
-    """The port of a listener whose accept queue is full: the kernel drops new SYNs, so a
-    connect to it hangs until the client's connect timeout."""
-    with socket.create_server((HOST, 0), backlog=0) as listener:
-        port = listener.getsockname()[1]
-        fillers = []
-        try:
-            for _ in range(4):  # more than the queue holds
-                filler = socket.socket()
-                filler.setblocking(False)
-                filler.connect_ex((HOST, port))
-                fillers.append(filler)
-            yield port
-        finally:
-            for filler in fillers:
-                filler.close()
 
 
 def req(

@@ -22,8 +22,8 @@ from proxy.upstream.aiohttp_client import AiohttpClient, aiohttp_error
 from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
 from proxy.upstream.connect import open_client
 from proxy.upstream.httpx_client import httpx_error
-from tests.fakes.servers import HOST
-from tests.proxy.upstream.scripted import ScriptedUpstream, full_accept_queue, read_into, req
+from tests.fakes.servers import HOST, full_accept_queue
+from tests.proxy.upstream.scripted import ScriptedUpstream, read_into, req
 
 pytestmark = pytest.mark.anyio
 
