@@ -116,6 +116,16 @@ def tool_use(id: str, output: str | list[Msg], name: str = "read_file") -> list[
     return [assistant_calls(call(id, name)), tool_result(id, output)]
 
 
+def log_read(lines: int = 400) -> list[Msg]:
+    """An agent's start: system prompt, a request, and a `read_file` of a `lines`-line log
+    (long enough for truncation to cut)."""
+    return [
+        system("You are a coding agent."),
+        user("Read the log."),
+        *tool_use("c1", long_text(lines, "line")),
+    ]
+
+
 class CharEncoder:
     """One token per character, so expected counts are plain arithmetic. Records its work."""
 

@@ -73,10 +73,7 @@ def record_of(records: list[ExchangeRecord], headers: Mapping[str, str]) -> Exch
 
 def messages() -> list[dict[str, object]]:
     return [
-        f.system("You are a coding agent."),
-        f.user("Read the log."),
-        f.assistant_calls(f.call("c1", "read_file")),
-        f.tool_result("c1", f.long_text(300, "line")),
+        *f.log_read(300),
         f.user("What does it say?"),
     ]
 

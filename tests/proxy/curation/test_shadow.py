@@ -73,10 +73,7 @@ def config(mode: Mode, policy: Policy | None = None) -> Config:
 def long_history(model: str = "gpt-4o") -> bytes:
     """An agent history whose old tool result truncation would cut; keys in odd order."""
     messages = [
-        f.system("You are a coding agent."),
-        f.user("Read the log."),
-        f.assistant_calls(f.call("c1", "read_file")),
-        f.tool_result("c1", f.long_text(400, "line")),
+        *f.log_read(),
         f.assistant("The log is long."),
         f.user("Summarize it."),
     ]

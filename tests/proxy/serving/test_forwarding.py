@@ -231,10 +231,7 @@ def chat_body(model: str = "gpt-4o", turns: int = 0) -> bytes:
     """An agent history with one long old tool result (a truncation cuts it), plus
     `turns` filler exchanges (a token budget drops them)."""
     messages = [
-        f.system("You are a coding agent."),
-        f.user("Read the log."),
-        f.assistant_calls(f.call("c1", "read_file")),
-        f.tool_result("c1", f.long_text(400, "line")),
+        *f.log_read(),
         f.assistant("The log is long."),
     ]
     for i in range(turns):

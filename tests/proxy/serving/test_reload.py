@@ -76,10 +76,7 @@ def config_path(tmp_path: Path) -> Path:
 
 def history() -> bytes:
     messages = [
-        f.system("You are a coding agent."),
-        f.user("Read the log."),
-        f.assistant_calls(f.call("c1", "read_file")),
-        f.tool_result("c1", f.long_text(300, "line")),
+        *f.log_read(300),
         f.user("Summarize it."),
     ]
     return orjson.dumps({"model": "gpt-4o", "messages": messages})
