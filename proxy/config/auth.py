@@ -56,47 +56,32 @@ def read_auth(read: Reader, value: object, path: KeyPath) -> AuthConfig:
         return AuthConfig()
     allow = read.get(data, "allow_unauthenticated", path, False, v.boolean)
     keys = _keys(read, data.get("keys"), (*path, "keys"))
-    admin = _keys(read, data.get("admin_keys"), (*path, "admin_keys"))
-    if set(admin) & set(keys):
-        admin = _apart(read, data["admin_keys"], data["keys"], (*path, "admin_keys"))
-    return AuthConfig(keys=keys, allow_unauthenticated=allow, admin_keys=admin)
+    admin = _keys(read, data.get("admin_keys"), (*path, "admin_keys"), clients=keys)
+    return AuthConfig(keys=tuple(keys), allow_unauthenticated=allow, admin_keys=tuple(admin))
 
 
-def _apart(read: Reader, admin: list[object], keys: list[object], path: KeyPath) -> tuple[str, ...]:
-    """The admin keys (already checked by `_keys`) that are no client key; each one that
-    is, is a problem naming where the client list has it."""
-    kept: list[str] = []
-    seen: set[str] = set()
-    for i, key in enumerate(admin):
-        if not isinstance(key, str) or key_problem(key) is not None or key in seen:
-            continue  # `_keys` named its problem
-        seen.add(key)
-        if key in keys:
-            problem = f"also a client key (keys[{keys.index(key)}]): an admin key must be apart"
-            read.problems.add((*path, i), problem)
-        else:
-            kept.append(key)
-    return tuple(kept)
-
-
-def _keys(read: Reader, value: object, path: KeyPath) -> tuple[str, ...]:
+def _keys(
+    read: Reader, value: object, path: KeyPath, clients: Mapping[str, int] = MappingProxyType({})
+) -> dict[str, int]:
+    """The usable keys of the list, in order, each with its index there. A key in `clients`
+    (the client keys, for the admin list) is a problem: it would make its holders admins."""
     if value is None:
-        return ()
+        return {}
     if not isinstance(value, list):
         read.problems.add(path, f"expected a list of keys, got {_kind(value)}")
-        return ()
-    keys: list[str] = []
+        return {}
     first: dict[str, int] = {}
     for i, key in enumerate(value):
         problem = key_problem(key)
         if problem is None and key in first:
             problem = f"duplicate key (also {path[-1]}[{first[key]}])"
+        if problem is None and key in clients:
+            problem = f"also a client key (keys[{clients[key]}]): an admin key must be apart"
         if problem is not None:
             read.problems.add((*path, i), problem)
         else:
             first[key] = i
-            keys.append(key)
-    return tuple(keys)
+    return first
 
 
 def key_problem(key: object) -> str | None:
