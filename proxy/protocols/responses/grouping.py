@@ -34,7 +34,6 @@ class Builder:
         "kinds",
         "open",
         "pending",
-        "primaries",
         "riders",
     )
 
@@ -42,7 +41,6 @@ class Builder:
         self.items = items
         self.groups: list[list[int]] = []
         self.kinds: list[GroupKind] = []
-        self.primaries: list[int] = []
         self.riders: list[int] = []
         """Reasoning items waiting for the item they belong to."""
         self.pending: dict[str, int] = {}
@@ -74,12 +72,12 @@ class Builder:
                 self.kinds[self.block] = "calls"
                 self.riders.clear()
                 return None
-            self.block = self._group("calls", i, -1)
+            self.block = self._group("calls", i)
             return None
         if self.open:
             return "unanswered_call"
         said = k == "message" and item.get("role") in ROLES and "content" in item
-        n = self._group("message" if said else "opaque", i, i)
+        n = self._group("message" if said else "opaque", i)
         self.block = n if said and item.get("role") == "assistant" else -1
         return None
 
@@ -100,10 +98,10 @@ class Builder:
         self.pending[cid] = left - 1  # type: ignore[index]  # cid is a str when left > 0
         self.open -= 1
         self.block = -1
-        self._group("output", i, i)
+        self._group("output", i)
         return None
 
-    def _group(self, k: GroupKind, i: int, primary: int) -> int:
+    def _group(self, k: GroupKind, i: int) -> int:
         riders = self.riders
         if riders:
             self.groups.append([*riders, i])
@@ -111,7 +109,6 @@ class Builder:
         else:
             self.groups.append([i])
         self.kinds.append(k)
-        self.primaries.append(primary)
         return len(self.kinds) - 1
 
     def finish(self) -> str | None:

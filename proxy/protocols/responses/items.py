@@ -35,10 +35,10 @@ from proxy.protocols.responses.neutral import (
     INSTRUCTIONS,
     Group,
     Mapped,
-    frozen_group,
+    full_group,
     group_message,
 )
-from proxy.protocols.responses.walk import one_walk
+from proxy.protocols.responses.walk import Walked, one_walk
 
 __all__ = ["GROUP", "INSTRUCTIONS", "Group", "Mapped", "to_neutral"]
 
@@ -61,16 +61,16 @@ def to_neutral(items: Sequence[object], instructions: object = None) -> Mapped |
     found = one_walk(items) or _general(items)
     if isinstance(found, str):
         return found
-    groups, messages = found
+    kinds, ids, messages = found
     if instructions is not None:
         # A string as chat has it; any other shape is priced by its size, never edited.
         content = instructions if isinstance(instructions, str) else [_opaque(instructions)]
         messages.insert(0, {"role": "system", "content": content, GROUP: INSTRUCTIONS})
     checked: Sequence[Mapping[str, Any]] = items  # type: ignore[assignment]
-    return Mapped(checked, messages, tuple(groups), 0 if instructions is None else 1)
+    return Mapped(checked, messages, kinds, ids, 0 if instructions is None else 1)
 
 
-def _general(items: Sequence[object]) -> tuple[list[Group], list[dict[str, Any]]] | str:
+def _general(items: Sequence[object]) -> Walked | str:
     """Every item kind, grouped by `grouping.Builder`; or a skip reason."""
     for item in items:  # a plain loop: this runs on every request
         if type(item) is not dict:
@@ -85,14 +85,11 @@ def _general(items: Sequence[object]) -> tuple[list[Group], list[dict[str, Any]]
     problem = builder.finish()
     if problem is not None:
         return problem
-    groups: list[Group] = []
-    messages: list[dict[str, Any]] = []
-    shape = zip(builder.kinds, builder.groups, builder.primaries, strict=True)
-    for n, (k, ids, primary) in enumerate(shape):
-        group = frozen_group(checked, k, tuple(ids), primary)
-        groups.append(group)
-        messages.append(group_message(checked, group, n))
-    return groups, messages
+    messages = [
+        group_message(checked, full_group(checked, k, ids), n)
+        for n, (k, ids) in enumerate(zip(builder.kinds, builder.groups, strict=True))
+    ]
+    return builder.kinds, builder.groups, messages
 
 
 def _opaque(value: object) -> dict[str, Any]:

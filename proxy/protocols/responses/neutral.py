@@ -13,6 +13,8 @@ from proxy.protocols.responses.grouping import KINDS, GroupKind
 from proxy.protocols.responses.kinds import call_id, output_id
 from proxy.protocols.responses.parts import to_neutral_content
 
+MESSAGE_TYPES = ("message", None)
+"""The `type` of a message item (EasyInputMessage may leave it out)."""
 GROUP = "_responses_group"
 """Key of a neutral message: index of its `Group` (absent on a summary a curator wrote)."""
 INSTRUCTIONS = -1
@@ -20,8 +22,8 @@ INSTRUCTIONS = -1
 
 
 class Group(NamedTuple):
-    """The items one neutral message stands for, in order (a tuple: one is made per
-    message of every request, and a frozen dataclass costs ten times as much to build)."""
+    """The items one neutral message stands for, in order, and what the message carries
+    of them (built for the general walk, and for a changed message; see `Mapped`)."""
 
     kind: GroupKind
     items: tuple[int, ...]
@@ -33,11 +35,19 @@ class Group(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Mapped:
-    """A request's items, the neutral messages for them, and how one maps to the other."""
+    """A request's items, the neutral messages for them, and how one maps to the other.
+
+    Per group, only its kind and its item indexes are kept: that is all an unchanged or
+    cut message needs to be written back, and building a whole `Group` for each of a long
+    history's messages, on every request, cost a tenth of the mapping. `group` builds one
+    for the rare message whose change needs more.
+    """
 
     items: Sequence[Mapping[str, Any]]
     messages: list[dict[str, Any]]
-    groups: tuple[Group, ...]
+    kinds: Sequence[GroupKind]
+    ids: Sequence[Sequence[int]]
+    """The items of each group, in order."""
     offset: int = 0
     """1 when `messages` starts with the `instructions` message."""
 
@@ -45,19 +55,32 @@ class Mapped:
         """The neutral message of group `n`."""
         return self.messages[n + self.offset]
 
+    def group(self, n: int) -> Group:
+        """Group `n` in full."""
+        return full_group(self.items, self.kinds[n], self.ids[n])
 
-def frozen_group(
-    items: Sequence[Mapping[str, Any]], k: GroupKind, ids: tuple[int, ...], primary: int
-) -> Group:
-    if primary < 0:
-        return Group(k, ids, primary, editable=False)
+
+def full_group(items: Sequence[Mapping[str, Any]], k: GroupKind, ids: Sequence[int]) -> Group:
+    """The group of kind `k` over the items `ids`, its primary item found among them."""
+    at = primary(items, k, ids)
+    if at < 0:
+        return Group(k, tuple(ids), at, editable=False)
     alone = len(ids) == 1 or (k == "calls" and not _has_riders(items, ids))
-    value = items[primary].get("output" if k == "output" else "content")
+    value = items[at].get("output" if k == "output" else "content")
     shaped = type(value) is str or type(value) is list
-    return Group(k, ids, primary, editable=k != "opaque" and alone and shaped)
+    return Group(k, tuple(ids), at, editable=k != "opaque" and alone and shaped)
 
 
-def _has_riders(items: Sequence[Mapping[str, Any]], ids: tuple[int, ...]) -> bool:
+def primary(items: Sequence[Mapping[str, Any]], k: GroupKind, ids: Sequence[int]) -> int:
+    """The item whose content a group's message carries: the group's last item (any
+    reasoning rides in front of it), or for calls the assistant message they came with
+    (-1: they came alone)."""
+    if k != "calls":
+        return ids[-1]
+    return next((i for i in ids if items[i].get("type") in MESSAGE_TYPES), -1)
+
+
+def _has_riders(items: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> bool:
     return any(items[i].get("type") == "reasoning" for i in ids)
 
 

@@ -26,7 +26,8 @@ from proxy.protocols.responses.parts import from_neutral_content
 def rebuild(mapped: Mapped, curated: Sequence[Message]) -> list[Mapping[str, Any]]:
     """The `input` items for the curated messages."""
     out: list[Mapping[str, Any]] = []
-    items, groups, neutral, offset = mapped.items, mapped.groups, mapped.messages, mapped.offset
+    items, kinds, groups = mapped.items, mapped.kinds, mapped.ids
+    neutral, offset = mapped.messages, mapped.offset
     count, append = len(groups), out.append
     for msg in curated:
         n = msg.get(GROUP)
@@ -34,22 +35,22 @@ def rebuild(mapped: Mapped, curated: Sequence[Message]) -> list[Mapping[str, Any
             if n != INSTRUCTIONS:  # a message a curator wrote (a summary)
                 append({"role": msg.get("role", "user"), "content": msg.get("content", "")})
             continue
-        kind, ids, primary, editable = groups[n]
+        ids = groups[n]
         if msg is neutral[n + offset]:
             if len(ids) == 1:
-                append(items[primary if primary >= 0 else ids[0]])
+                append(items[ids[0]])
             else:
                 out.extend([items[i] for i in ids])
             continue
-        if kind == "output" and editable and len(ids) == 1:
+        if len(ids) == 1 and kinds[n] == "output":
             # The usual change: a tool output's text, cut or cleared (inlined: it runs for
             # every old output of a long agent history).
-            item, new = items[primary], msg.get("content")
+            item, new = items[ids[0]], msg.get("content")
             old = item.get("output")
             if type(new) is str and type(old) is str:
                 append(item if new == old else {**item, "output": new})
                 continue
-        out.extend(_changed(mapped, groups[n], mapped.neutral(n), msg))
+        out.extend(_changed(mapped, mapped.group(n), mapped.neutral(n), msg))
     return out
 
 

@@ -3,7 +3,7 @@
 Agents resend their whole history every turn, and mapping it is most of what curating a
 Responses request costs beyond a chat one. Most histories hold only messages, function
 calls, their outputs and reasoning items: `one_walk` groups and maps those in a single
-pass, exactly as `grouping.Builder` with `neutral.frozen_group` and `neutral.group_message`
+pass, exactly as `grouping.Builder` with `neutral.full_group` and `neutral.group_message`
 would (a property test holds it to that). Any other item, or any list those would refuse,
 makes it answer None, and the general walk then maps the list or names its problem. A
 group a reasoning item rides in is rare enough to be built by the general functions.
@@ -16,10 +16,11 @@ from typing import Any
 
 from proxy.protocols.responses.grouping import GroupKind
 from proxy.protocols.responses.kinds import ROLES
-from proxy.protocols.responses.neutral import GROUP, Group, frozen_group, group_message
+from proxy.protocols.responses.neutral import GROUP, full_group, group_message
 from proxy.protocols.responses.parts import to_neutral_content
 
-Walked = tuple[list[Group], list[dict[str, Any]]]
+Walked = tuple[list[GroupKind], list[list[int]], list[dict[str, Any]]]
+"""Each group's kind and item indexes, and the neutral messages."""
 
 
 def one_walk(items: Sequence[object]) -> Walked | None:
@@ -45,31 +46,18 @@ def one_walk(items: Sequence[object]) -> Walked | None:
     if walk.waiting or walk.riders:
         return None
     checked: Sequence[Mapping[str, Any]] = items  # type: ignore[assignment]
-    return walk.groups(checked), walk.messages
+    walk.finish(checked)
+    return walk.kinds, walk.ids, walk.messages
 
 
 class _Walk:
-    """The walk's state: groups so far (kind, item indexes, primary item), their messages."""
+    """The walk's state: groups so far (kind, item indexes), their messages."""
 
-    __slots__ = (
-        "block",
-        "ids",
-        "kinds",
-        "messages",
-        "pending",
-        "primaries",
-        "ridden",
-        "riders",
-        "shaped",
-        "waiting",
-    )
+    __slots__ = ("block", "ids", "kinds", "messages", "pending", "ridden", "riders", "waiting")
 
     def __init__(self) -> None:
         self.kinds: list[GroupKind] = []
         self.ids: list[list[int]] = []
-        self.primaries: list[int] = []
-        self.shaped: list[bool] = []
-        """Whether the primary item's content (or output) is a string or a list."""
         self.messages: list[dict[str, Any]] = []
         self.pending: dict[str, int] = {}
         self.waiting = 0
@@ -90,15 +78,12 @@ class _Walk:
         self.waiting -= 1
         self.block = -1
         out = item.get("output")
-        shaped = type(out) is str or type(out) is list
         content: object = (
-            (out if type(out) is str else to_neutral_content(out)) if shaped else [item]
+            out if type(out) is str else to_neutral_content(out) if type(out) is list else [item]
         )
         n = len(self.kinds)  # `_group`, inlined: no rider here (checked above)
         self.kinds.append("output")
         self.ids.append([i])
-        self.primaries.append(i)
-        self.shaped.append(shaped)
         self.messages.append({"role": "tool", "tool_call_id": cid, "content": content, GROUP: n})
         return True
 
@@ -111,7 +96,7 @@ class _Walk:
         call = {"id": cid if type(cid) is str else None, "type": "function", "function": fn}
         block = self.block
         if block < 0:
-            self.block = n = self._group("calls", i, -1, False)
+            self.block = n = self._group("calls", i)
             self.messages.append(
                 {"role": "assistant", "content": None, "tool_calls": [call], GROUP: n}
             )
@@ -140,12 +125,12 @@ class _Walk:
             return False
         value = item["content"]
         content = value if type(value) is str else to_neutral_content(value)
-        n = self._group("message", i, i, type(value) is str or type(value) is list)
+        n = self._group("message", i)
         self.messages.append({"role": role, "content": content, GROUP: n})
         self.block = n if role == "assistant" else -1
         return True
 
-    def _group(self, k: GroupKind, i: int, primary: int, shaped: bool) -> int:
+    def _group(self, k: GroupKind, i: int) -> int:
         n = len(self.kinds)
         if self.riders:
             self.ridden.append(n)
@@ -154,19 +139,10 @@ class _Walk:
         else:
             self.ids.append([i])
         self.kinds.append(k)
-        self.primaries.append(primary)
-        self.shaped.append(shaped)
         return n
 
-    def groups(self, items: Sequence[Mapping[str, Any]]) -> list[Group]:
-        """The groups, as `frozen_group` makes them; a ridden group's message is rebuilt by
-        `group_message` too."""
-        make = tuple.__new__  # a NamedTuple's own constructor is a Python function: 2.5x slower
-        shape = zip(self.kinds, self.ids, self.primaries, self.shaped, strict=True)
-        groups: list[Group] = [make(Group, (k, tuple(m), p, e)) for k, m, p, e in shape]
+    def finish(self, items: Sequence[Mapping[str, Any]]) -> None:
+        """A group a reasoning item rides in gets its message from `group_message`."""
         for n in self.ridden:
-            groups[n] = group = frozen_group(
-                items, self.kinds[n], tuple(self.ids[n]), self.primaries[n]
-            )
+            group = full_group(items, self.kinds[n], self.ids[n])
             self.messages[n] = group_message(items, group, n)
-        return groups

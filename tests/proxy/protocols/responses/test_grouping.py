@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from proxy.protocols.responses.grouping import Builder
+from proxy.protocols.responses.neutral import primary
 from tests.fakes import responses_items as r
 
 
@@ -23,7 +24,8 @@ def walk(items: Sequence[dict[str, Any]]) -> Builder | str:
 def grouped(items: Sequence[dict[str, Any]]) -> list[tuple[str, list[int], int]]:
     found = walk(items)
     assert isinstance(found, Builder), found
-    return list(zip(found.kinds, found.groups, found.primaries, strict=True))
+    shape = zip(found.kinds, found.groups, strict=True)
+    return [(k, ids, primary(items, k, ids)) for k, ids in shape]
 
 
 def test_calls_join_the_assistant_message_they_came_with() -> None:
