@@ -132,12 +132,12 @@ class RecordBuilder:
         content = {
             "model": entry.model,
             "skip_reason": entry.skip_reason,
-            "actions": [_action(a) for a in entry.actions],
             "response": response,
             "error": error,
         }
         tools, tools_fields = self._tools(entry, clean, cached)
-        merged = {**fields, **clean(content), **tools_fields}
+        actions = [_action(a, clean) for a in entry.actions]
+        merged = {**fields, **clean(content), "actions": actions, **tools_fields}
         if merged.get("conversation") is None and original:
             roles = [m.get("role") if isinstance(m, dict) else None for m in sent]
             merged["conversation"] = stored_key([m.digest for m in original], roles)
@@ -155,7 +155,7 @@ class RecordBuilder:
     ) -> tuple[StoredMessage, ...]:
         """The curated messages; those a curator made (a truncated result, say) also lose
         any piece of a secret of the original messages (see `proxy.observability.audit.pieces`)."""
-        secret = [m for m, s in zip(sent, original, strict=True) if b"[REDACTED:" in s.data]
+        secret = [m for m, s in zip(sent, original, strict=True) if s.redacted]
         known = self.redactor.found(secret) if cached and secret else ()
         careful = self.redactor.with_known(known).value if known else clean
         # Curators never mutate: a message they kept is the client's own object.
@@ -266,13 +266,16 @@ def audit_response(entry: ExchangeRecord) -> Response:
     return None
 
 
-def _action(action: Action) -> dict[str, Any]:
+def _action(action: Action, clean: Clean) -> dict[str, Any]:
+    """An action as the audit shows it; its strings redacted (a reason may quote a tool
+    name the client chose), one by one: a history's actions list thousands of indexes,
+    which a walk of the whole value would visit one at a time."""
     return {
-        "curator": action.curator,
-        "kind": action.kind,
+        "curator": clean(action.curator),
+        "kind": clean(action.kind),
         "indexes": list(action.indexes),
         "tokens_removed": action.tokens_removed,
-        "reason": action.reason,
+        "reason": clean(action.reason),
     }
 
 

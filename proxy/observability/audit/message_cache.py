@@ -9,6 +9,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
+REDACTED_MARK = b"[REDACTED:"
+"""What starts every redaction label (`redact.Redactor`)."""
+
 
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
@@ -16,6 +19,12 @@ class StoredMessage:
 
     digest: bytes
     data: bytes
+    redacted: bool = field(init=False, compare=False)
+    """Whether redaction took something out (looked for once: a cached message is
+    asked again on every request that resends it)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "redacted", REDACTED_MARK in self.data)
 
 
 @dataclass(slots=True)

@@ -143,6 +143,23 @@ def test_record_fields_and_order(builder: RecordBuilder) -> None:
     )
 
 
+def test_an_action_reason_quoting_a_secret_is_redacted_and_its_indexes_kept(
+    builder: RecordBuilder,
+) -> None:
+    # A tool's name is the client's own text, and reasons quote it.
+    reason = f"cleared 1 old result(s) of 'deploy {KEY}'"
+    action = Action("tool_use_clearing", "replace", tuple(range(0, 900, 3)), 42, reason)
+    parsed = builder.build(entry(actions=[action])).as_dict()
+    (stored,) = parsed["actions"]
+    assert stored["reason"] == "cleared 1 old result(s) of 'deploy [REDACTED:openai_key]'"
+    assert stored["indexes"] == list(range(0, 900, 3))
+    assert (stored["curator"], stored["kind"], stored["tokens_removed"]) == (
+        "tool_use_clearing",
+        "replace",
+        42,
+    )
+
+
 def test_curated_equal_to_original_is_stored_once(builder: RecordBuilder) -> None:
     record = builder.build(entry(curated=list(conversation())))
     assert record.curated is None
@@ -274,7 +291,8 @@ def all_strings(value: object) -> Iterator[str]:
 
 def test_failed_redaction_masks_every_string() -> None:
     builder = RecordBuilder(Exploding(Redactor.build().detectors))
-    record = builder.build(entry(response=sse(f"echo {KEY}"), skip_reason="odd"))
+    action = Action("tool_result_truncation", "truncate", (3,), 7, f"'{KEY}' result cut")
+    record = builder.build(entry(response=sse(f"echo {KEY}"), skip_reason="odd", actions=[action]))
     assert KEY.encode() not in record.to_json()
     parsed = record.as_dict()
     assert parsed["redaction"] == "failed"
@@ -285,6 +303,8 @@ def test_failed_redaction_masks_every_string() -> None:
         key_fingerprint(KEY),
     )
     content = [parsed["original"], parsed["response"], parsed["skip_reason"], parsed["model"]]
+    content.append(parsed["actions"])
+    assert parsed["actions"][0]["indexes"] == [3]
     strings = list(all_strings(content))
     assert strings
     assert set(strings) == {MASK}

@@ -170,3 +170,12 @@ def test_putting_a_held_key_again_replaces_its_size() -> None:
     assert cache.size == held_bytes(cache) == 25
     cache.put(key(2), stored(25))
     assert cache.get(key(1)) is not None  # nothing was evicted for phantom bytes
+
+
+def test_a_stored_message_knows_whether_redaction_took_something_out() -> None:
+    clean = orjson.dumps({"role": "user", "content": "nothing to hide"})
+    marked = orjson.dumps({"role": "user", "content": "key=[REDACTED:openai_key]"})
+    assert not StoredMessage(message_digest(clean), clean).redacted
+    assert StoredMessage(message_digest(marked), marked).redacted
+    # Not part of equality: it follows from the data.
+    assert StoredMessage(b"k", marked) == StoredMessage(b"k", marked)
