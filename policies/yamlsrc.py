@@ -180,11 +180,14 @@ class _Builder:
 
     def _key(self, node: Node, path: KeyPath) -> Any:
         if not isinstance(node, ScalarNode):
-            problem = (path, "keys must be plain values, not lists or mappings")
+            kind = "mapping" if isinstance(node, MappingNode) else "list"
+            name = f"<{kind} key on line {node.start_mark.line + 1}>"
+            # Reported at the key itself, not at the mapping that holds it.
+            self.lines.setdefault((*path, name), node.start_mark.line + 1)
+            problem = ((*path, name), "keys must be plain values, not lists or mappings")
             if problem not in self.problems:  # keys are read twice (see _mapping)
                 self.problems.append(problem)
-            kind = "mapping" if isinstance(node, MappingNode) else "list"
-            return f"<{kind} key on line {node.start_mark.line + 1}>"
+            return name
         try:
             key = self._construct(node)
         except _UNCONSTRUCTIBLE as exc:  # an explicit tag that does not fit: `!!int x:`

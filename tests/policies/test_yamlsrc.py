@@ -108,12 +108,13 @@ def test_keys_keep_the_text_the_user_wrote_except_ints() -> None:
 @pytest.mark.parametrize("key", ["[a, b]", "{a: 1}"])
 def test_a_list_or_mapping_key_is_one_problem(key: str) -> None:
     # Keys are read twice (for duplicates, then for values): the problem is reported once.
-    located = parse(f"top:\n  ? {key}\n  : 1\n", "f.yaml")
-    assert [str(p) for p in located.problems] == [
-        "f.yaml:1: top: keys must be plain values, not lists or mappings"
-    ]
+    located = parse(f"top:\n  a: 0\n  ? {key}\n  : 1\n", "f.yaml")
     kind = "list" if key.startswith("[") else "mapping"
-    assert located.data == {"top": {f"<{kind} key on line 2>": 1}}
+    # At the key's own line (3), not the line of the mapping that holds it (1).
+    assert [str(p) for p in located.problems] == [
+        f"f.yaml:3: top.<{kind} key on line 3>: keys must be plain values, not lists or mappings"
+    ]
+    assert located.data == {"top": {"a": 0, f"<{kind} key on line 3>": 1}}
 
 
 def test_a_merge_of_a_scalar_is_a_problem_at_the_mapping() -> None:
