@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,8 @@ from proxy.viewer.layout import (
 )
 
 CHART_W, CHART_H, PAD = 720, 220, 36
+MIN_BAR = 2.0
+"""The narrowest bar drawn, in the chart's units (a pair per turn, or per run of turns)."""
 
 
 def render(key: str, turns: Sequence[Mapping[str, Any]], *, prefix: str, more: bool) -> Markup:
@@ -37,27 +40,43 @@ def render(key: str, turns: Sequence[Mapping[str, Any]], *, prefix: str, more: b
 
 
 def chart(turns: Sequence[Mapping[str, Any]]) -> Markup:
-    """Bars of tokens before (light) and after (dark) curation, and a line of cached tokens."""
+    """Bars of tokens before (light) and after (dark) curation, and a line of cached tokens.
+
+    Each turn gets its pair of bars while they fit at `MIN_BAR` wide; a longer conversation
+    gets a pair per run of consecutive turns, as tall as the run's largest (and the line a
+    point per run: its last turn's), so the bars never overlap or leave the plot whatever
+    the number of turns."""
     series = [
         (_int(t.get("tokens_before")), _int(t.get("tokens_after")), cached_tokens(t) or 0)
         for t in turns
     ]
     top = max([1, *(max(s) for s in series)])
     inner_w, inner_h = CHART_W - 2 * PAD, CHART_H - 2 * PAD
-    step = inner_w / len(series)
-    bar = max(2.0, step * 0.4)
+    per = math.ceil(len(series) / max(1, int(inner_w // (2 * MIN_BAR))))
+    runs = [series[k : k + per] for k in range(0, len(series), per)]
+    step = inner_w / len(runs)
+    bar = step / 2 if per > 1 else max(MIN_BAR, step * 0.4)
 
     def y(v: int) -> float:
         return PAD + inner_h * (1 - v / top)
 
     shapes: list[Markup] = []
     points = []
-    for n, (before, after, cached) in enumerate(series):
+    for n, run in enumerate(runs):
+        before, after = max(b for b, _, _ in run), max(a for _, a, _ in run)
         x = PAD + n * step + (step - 2 * bar) / 2
-        shapes.append(_rect("before", x, y(before), bar, before, f"turn {n + 1}: {before:,} sent"))
-        shapes.append(_rect("after", x + bar, y(after), bar, after, f"after: {after:,}"))
-        points.append(f"{x + bar:.1f},{y(cached):.1f}")
+        first, last = n * per + 1, n * per + len(run)
+        what, most = (
+            (f"turn {first}:", "") if first == last else (f"turns {first}-{last}:", "up to ")
+        )
+        shapes.append(_rect("before", x, y(before), bar, before, f"{what} {most}{before:,} sent"))
+        shapes.append(_rect("after", x + bar, y(after), bar, after, f"after: {most}{after:,}"))
+        points.append(f"{x + bar:.1f},{y(run[-1][2]):.1f}")
     line = Markup('<polyline class="cached" points="{}"/>').format(" ".join(points))
+    return _figure(shapes, line, top)
+
+
+def _figure(shapes: Sequence[Markup], line: Markup, top: int) -> Markup:
     axis = Markup(
         '<text x="{p}" y="{t}" class="axis">{top}</text><text x="{p}" y="{b}" class="axis">0</text>'
     ).format(p=2, t=PAD - 6, b=CHART_H - PAD + 14, top=f"{top:,}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -141,13 +142,43 @@ def test_chart_of_turns_without_counts_is_flat_not_a_division_by_zero() -> None:
 )
 def test_chart_bars_stay_inside_the_plot(series: list[tuple[int, int, int]]) -> None:
     svg = str(chart([turn(n, b, a, cached=c) for n, (b, a, c) in enumerate(series)]))
-    rects = bars(svg, "before") + bars(svg, "after")
-    assert len(rects) == 2 * len(series)
+    assert_inside(svg)
+    assert len(bars(svg, "before") + bars(svg, "after")) == 2 * len(series)
+    points = (one(svg, "polyline", class_="cached").attrs["points"] or "").split()
+    assert len(points) == len(series)
+
+
+def assert_inside(svg: str) -> None:
+    """Every bar within the plot, and no two bars overlapping."""
+    rects = sorted(bars(svg, "before") + bars(svg, "after"), key=lambda r: x_of(r))
+    for left, right in itertools.pairwise(rects):
+        assert x_of(left) + float(left.attrs["width"] or "nan") <= x_of(right) + 0.2  # rounding
     for rect in rects:
         x, y = float(rect.attrs["x"] or "nan"), float(rect.attrs["y"] or "nan")
         assert x >= PAD - 0.1
         assert x + float(rect.attrs["width"] or "nan") <= CHART_W - PAD + 0.1
         assert PAD - 0.1 <= y <= BASE + 0.1
         assert 0 <= height(rect) <= INNER_H + 0.1
+
+
+def x_of(rect: Element) -> float:
+    return float(rect.attrs["x"] or "nan")
+
+
+@pytest.mark.parametrize("n", [162, 163, 500, 1000, 4321])
+def test_a_long_conversation_gets_a_pair_of_bars_per_run_of_turns(n: int) -> None:
+    # Turn k sent 100 * k tokens, and was curated to at most 5,000.
+    svg = str(chart([turn(k, 100 * k, min(100 * k, 5000), cached=k) for k in range(1, n + 1)]))
+    assert_inside(svg)
+    before = bars(svg, "before")
+    per = -(-n // 162)  # the plot's 648 units hold 162 pairs of 2-unit bars
+    assert len(before) == -(-n // per)
+    if per == 1:
+        assert before[-1].text == f"turn {n}: {100 * n:,} sent"
+    else:  # a run is as tall as its largest turn, and says which turns it holds
+        first = (len(before) - 1) * per + 1
+        held = f"turn {n}:" if first == n else f"turns {first}-{n}: up to"
+        assert before[-1].text == f"{held} {100 * n:,} sent"
+    assert height(before[-1]) == pytest.approx(INNER_H, abs=0.1)
     points = (one(svg, "polyline", class_="cached").attrs["points"] or "").split()
-    assert len(points) == len(series)
+    assert len(points) == len(before)
