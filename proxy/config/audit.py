@@ -11,6 +11,8 @@ audit:
     patterns:
       - {name: employee_id, regex: "EMP-[0-9]{6}"}
   max_queue: 10000
+  cache_bytes: 32MiB        # redacted messages kept in memory: a resent history is not
+                            # redacted again (0: none kept)
   retention_days: 30        # retention (sqlite, postgres; max_age_days is the old name)
   max_bytes: 2GB            # bytes, or KB/MB/GB (x1000) or KiB/MiB/GiB (x1024)
 ```
@@ -38,8 +40,9 @@ from proxy.observability.audit.sinks.base import STDOUT, Retention, SinkType
 from proxy.observability.audit.sinks.registry import SINKS, by_scheme, owning
 
 OFF = "none"
+DEFAULT_CACHE_BYTES = 32 * 2**20
 COMMON_KEYS = (
-    "sink", "path", "store_responses", "redact", "max_queue",
+    "sink", "path", "store_responses", "redact", "max_queue", "cache_bytes",
     "retention_days", "max_age_days", "max_bytes",
 )  # fmt: skip
 KEYS = (*COMMON_KEYS, *dict.fromkeys(key for t in SINKS.values() for key in t.keys))
@@ -73,6 +76,8 @@ class AuditConfig:
     store_responses: bool = True
     redact: RedactConfig = field(default_factory=RedactConfig)
     max_queue: int = 10_000
+    cache_bytes: int = DEFAULT_CACHE_BYTES
+    """Redacted messages the writer keeps in memory (`RecordBuilder`), in bytes."""
     max_age_days: float | None = None
     """`retention_days` (or its old name, `max_age_days`)."""
     max_bytes: int | None = None
@@ -141,6 +146,7 @@ def read_audit(read: Reader, value: object, path: KeyPath, *, base_dir: Path) ->
         store_responses=read.get(data, "store_responses", path, True, v.boolean),
         redact=_redact(read, data.get("redact"), (*path, "redact")),
         max_queue=read.get(data, "max_queue", path, 10_000, v.int_in(1, 10_000_000)),
+        cache_bytes=_cache_bytes(read, data, path),
         max_age_days=_age(read, data, path),
         max_bytes=_size(read, data, (*path, "max_bytes")),
         options=sink.read_options(read, data, path) if sink else {},
@@ -205,7 +211,12 @@ def _own(sink: SinkType | None) -> tuple[str, ...]:
     return sink.keys if sink else ()
 
 
-def _size(read: Reader, data: Mapping[Any, Any], path: KeyPath) -> int | None:
+def _cache_bytes(read: Reader, data: Mapping[Any, Any], path: KeyPath) -> int:
+    found = _size(read, data, (*path, "cache_bytes"), minimum=0)
+    return DEFAULT_CACHE_BYTES if found is None else found
+
+
+def _size(read: Reader, data: Mapping[Any, Any], path: KeyPath, *, minimum: int = 1) -> int | None:
     value = data.get(path[-1])
     if value is None:
         return None
@@ -214,7 +225,7 @@ def _size(read: Reader, data: Mapping[Any, Any], path: KeyPath) -> int | None:
         number = value
     elif isinstance(value, str) and (match := _SIZE.fullmatch(value.strip())):
         number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
-    if number is None or number < 1:
+    if number is None or number < minimum:
         read.problems.add(
             path, f"expected a size in bytes (e.g. 500000000 or '500MB'), got {describe(value)}"
         )

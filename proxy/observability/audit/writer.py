@@ -286,6 +286,8 @@ def open_audit(
     if not config.enabled:
         return None
     redactor = Redactor.build(builtin=config.redact.builtin, custom=config.redact.patterns)
-    builder = RecordBuilder(redactor, store_responses=config.store_responses)
+    builder = RecordBuilder(
+        redactor, store_responses=config.store_responses, cache_bytes=config.cache_bytes
+    )
     sink = SINKS[config.sink].open(config.path, config.options, config.retention)
     return AuditWriter(sink, builder, max_queue=config.max_queue, on_outcome=on_outcome)

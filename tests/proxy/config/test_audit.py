@@ -38,11 +38,13 @@ def test_the_documented_example() -> None:
             patterns:
               - {name: employee_id, regex: "EMP-[0-9]{6}"}
           max_queue: 10000
+          cache_bytes: 32MiB
           max_age_days: 30
           max_bytes: 2GB
         """
     )
     assert config.sink == "sqlite"
+    assert config.cache_bytes == 32 * 2**20
     assert config.path == "/etc/curator/curator-audit.db"
     assert config.store_responses is True
     assert config.redact.builtin is True
@@ -80,6 +82,16 @@ def test_relative_to_the_config_folder_and_home(tmp_path: Path) -> None:
 def test_sizes(text: str, expected: int) -> None:
     assert load(f"audit: {{max_bytes: '{text}'}}").max_bytes == expected
     assert load("audit: {max_bytes: 12345}").max_bytes == 12345
+
+
+def test_the_message_cache_size_defaults_to_32_mib_and_may_be_zero() -> None:
+    assert load("server: {port: 1}\n").cache_bytes == 32 * 2**20
+    assert load("audit: {cache_bytes: 8MB}").cache_bytes == 8 * 10**6
+    assert load("audit: {cache_bytes: 0}").cache_bytes == 0
+    assert problems("audit: {cache_bytes: -1}") == [
+        f"{FILE}:1: audit.cache_bytes: expected a size in bytes (e.g. 500000000 or '500MB'), "
+        "got an integer -1"
+    ]
 
 
 def test_every_problem_is_reported_with_file_line_and_key_path() -> None:

@@ -357,6 +357,16 @@ def test_resent_history_is_redacted_once() -> None:
     assert redactor.calls - after_first < after_first
 
 
+def test_with_no_message_cache_a_resent_history_is_redacted_again() -> None:
+    redactor = Counting(Redactor.build().detectors)
+    builder = RecordBuilder(redactor, cache_bytes=0)  # audit.cache_bytes: 0
+    first = builder.build(entry(original=conversation()))
+    after_first = redactor.calls
+    second = builder.build(entry(original=conversation()))
+    assert second.original == first.original
+    assert redactor.calls == 2 * after_first
+
+
 def test_iso_time_round_trip() -> None:
     assert iso_time(T0 + 0.25) == "2026-01-01T00:00:00.250Z"
     assert parse_iso("2026-01-01T00:00:00.250Z") == T0 + 0.25
