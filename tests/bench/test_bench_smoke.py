@@ -168,3 +168,28 @@ def test_sigterm_mid_run_stops_every_process(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert list(tmp_path.glob("*.md")) == []
     assert _survivors(marker) == []
+
+
+def test_the_responses_bench_prints_its_rounds_and_the_median_round() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.responses_bench", "--runs", "1", "--rounds", "3"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    (rounds,) = [ln for ln in lines if ln.startswith("rounds, sorted: ")]
+    ratios = [float(r) for r in rounds.removeprefix("rounds, sorted: ").split(" (")[0].split(", ")]
+    assert len(ratios) == 3
+    assert ratios == sorted(ratios)
+    # The table is the median round's: its two times give the verdict's ratio.
+    times = {
+        ln.split("|")[1].strip(): float(ln.split("|")[3].strip().removesuffix(" ms"))
+        for ln in lines
+        if ln.startswith(("| chat completions |", "| Responses |"))
+    }
+    assert times["Responses"] / times["chat completions"] == pytest.approx(ratios[1], abs=0.01)
+    assert lines[-1].startswith(f"Responses / chat: {ratios[1]:.3f} (target <= 1.1: ")
