@@ -19,7 +19,7 @@ class StoredMessage:
 
     digest: bytes
     data: bytes
-    redacted: bool = field(init=False, compare=False)
+    redacted: bool = field(init=False)
     """Whether redaction took something out (looked for once: a cached message is
     asked again on every request that resends it)."""
 
