@@ -64,8 +64,13 @@ def _run(out: Path, *args: str) -> tuple[str, str]:
     """Run the harness; return (stdout, run marker). Fails the test on a non-zero exit."""
     marker = uuid.uuid4().hex
     env = {**os.environ, "CURATOR_BENCH_TEST_RUN": marker}
+    return _module("bench.run", "--quick", "--out", str(out), *args, env=env), marker
+
+
+def _module(name: str, *args: str, env: dict[str, str] | None = None) -> str:
+    """`python -m name args` from the repository; its stdout. Fails the test on an error."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--quick", "--out", str(out), *args],
+        [sys.executable, "-m", name, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -74,7 +79,7 @@ def _run(out: Path, *args: str) -> tuple[str, str]:
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout, marker
+    return done.stdout
 
 
 def _table(text: str) -> dict[tuple[str, str], dict[str, str]]:
@@ -171,16 +176,7 @@ def test_sigterm_mid_run_stops_every_process(tmp_path: Path) -> None:
 
 
 def test_the_responses_bench_prints_its_rounds_and_the_median_round() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.responses_bench", "--runs", "1", "--rounds", "3"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
+    lines = _module("bench.responses_bench", "--runs", "1", "--rounds", "3").splitlines()
     (rounds,) = [ln for ln in lines if ln.startswith("rounds, sorted: ")]
     ratios = [float(r) for r in rounds.removeprefix("rounds, sorted: ").split(" (")[0].split(", ")]
     assert len(ratios) == 3

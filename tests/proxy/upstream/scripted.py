@@ -8,6 +8,8 @@ import socket
 import struct
 import threading
 
+import httpx
+
 from proxy.upstream.client import UpstreamRequest, UpstreamResponse
 from tests.fakes.servers import HOST
 
@@ -152,3 +154,13 @@ async def read_into(response: UpstreamResponse, received: list[bytes]) -> None:
 
 def header(response: UpstreamResponse, name: bytes) -> bytes | None:
     return next((v for n, v in response.headers if n.lower() == name), None)
+
+
+def recording(seen: list[httpx.Request], status: int = 200) -> httpx.MockTransport:
+    """A mock transport that keeps each request it is given in `seen` and answers `status`."""
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(status)
+
+    return httpx.MockTransport(handle)

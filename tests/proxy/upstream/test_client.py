@@ -23,7 +23,7 @@ from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamRespo
 from proxy.upstream.connect import open_client
 from proxy.upstream.httpx_client import httpx_error
 from tests.fakes.servers import HOST, full_accept_queue
-from tests.proxy.upstream.scripted import ScriptedUpstream, read_into, req
+from tests.proxy.upstream.scripted import ScriptedUpstream, read_into, recording, req
 
 pytestmark = pytest.mark.anyio
 
@@ -37,12 +37,7 @@ def request(url: str = URL, headers: tuple[tuple[bytes, bytes], ...] = (ODD,)) -
 
 async def test_the_httpx_client_sends_header_bytes_and_target_as_given() -> None:
     seen: list[httpx.Request] = []
-
-    def handle(outgoing: httpx.Request) -> httpx.Response:
-        seen.append(outgoing)
-        return httpx.Response(200)
-
-    async with open_client(httpx.MockTransport(handle)) as client:
+    async with open_client(recording(seen)) as client:
         response = await client.send(request())
         await response.aclose()
     (sent,) = seen

@@ -25,6 +25,7 @@ from tests.proxy.upstream.scripted import (
     ScriptedUpstream,
     header,
     read_all,
+    recording,
     req,
 )
 
@@ -107,12 +108,7 @@ def mock_req(url: str = MOCK_URL) -> UpstreamRequest:
 
 async def test_each_request_carries_its_own_timeouts() -> None:
     seen: list[httpx.Request] = []
-
-    def handle(request: httpx.Request) -> httpx.Response:
-        seen.append(request)
-        return httpx.Response(204)
-
-    async with open_client(httpx.MockTransport(handle)) as client:
+    async with open_client(recording(seen, 204)) as client:
         await (await client.send(mock_req())).aclose()
         other = UpstreamRequest("GET", MOCK_URL, (), b"", connect_timeout_s=1, read_timeout_s=5)
         await (await client.send(other)).aclose()
