@@ -2,7 +2,8 @@
 
 audit: the proxy in passthrough with no audit sink and one writing every exchange to SQLite
 (the main proxy is one of them, by its `--audit`; a second proxy started here the other).
-Flat out (closed loop), the audit's CPU shows as fewer requests per second. Paced well
+Flat out (closed loop), the audit's CPU shows as fewer requests per second, and as the
+CPU time each server used per request (steadier than req/s here). Paced well
 below saturation (40% of what the no-audit proxy managed flat out, at most 1,000/s: wrk
 with 8 connections each thinking between requests, else the Python generator open loop),
 p50 shows whether writing the audit log sits on the request path; five alternating
@@ -74,9 +75,13 @@ def audit(bench: Bench) -> list[Row]:
     except StartError as exc:
         return _skipped(AUDIT_CASE, AUDIT_PATHS, str(exc).splitlines()[0], target)
     unaudited, audited = (second, bench.proxy) if other == "none" else (bench.proxy, second)
+    main_pid = bench.proxy_pid or 0
+    pids = (bench.procs.pid("audited"), main_pid)
+    off_pid, on_pid = pids if other == "none" else pids[::-1]
     body = orjson.dumps(conversations.small_request(SMALL_MODEL))
-    off = bench.load(unaudited + CHAT, body)
-    on = bench.load(audited + CHAT, body)
+    # CPU per request too: steadier than req/s on a machine whose speed wanders.
+    off, off_us = _load_with_cpu(bench, off_pid, unaudited + CHAT, body)
+    on, on_us = _load_with_cpu(bench, on_pid, audited + CHAT, body)
     rate = round(min(MAX_PACED_RATE, PACED_SHARE * off.rps))
     # Alternating rounds, the median one reported: one run's p50 at a fixed rate moves by
     # a tenth of a millisecond with whatever else the machine does.
@@ -95,9 +100,17 @@ def audit(bench: Bench) -> list[Row]:
     bench.procs.stop("audited")
     change = _change(paced_off, paced_on)
     spread = f" (rounds {_change(*rounds[0]):+.0%} to {_change(*rounds[-1]):+.0%})"
-    flat = f"{on.rps / off.rps:.2f}x req/s" if off.rps else ""
+    flat = f"{on.rps / off.rps:.2f}x req/s; " if off.rps else ""
+    flat += f"{on_us:.0f} us CPU/request ({on_us / off_us:.2f}x)" if off_us else ""
     return [
-        Row(AUDIT_CASE, AUDIT_PATHS[0], off.rps, off.p50_ms, off.p99_ms),
+        Row(
+            AUDIT_CASE,
+            AUDIT_PATHS[0],
+            off.rps,
+            off.p50_ms,
+            off.p99_ms,
+            figure=f"{off_us:.0f} us CPU/request",
+        ),
         Row(AUDIT_CASE, AUDIT_PATHS[1], on.rps, on.p50_ms, on.p99_ms, figure=flat),
         Row(
             AUDIT_CASE,
@@ -118,6 +131,15 @@ def audit(bench: Bench) -> list[Row]:
             met=change <= 0.10,
         ),
     ]
+
+
+def _load_with_cpu(bench: Bench, pid: int, url: str, body: bytes) -> tuple[LoadResult, float]:
+    """Flat-out load on `url`, and the CPU time per request of the server `pid` (its
+    threads and any processes it started), in microseconds."""
+    before = tree_cpu_s(pid)
+    result = bench.load(url, body)
+    cpu = tree_cpu_s(pid) - before
+    return result, (cpu * 1e6 / result.requests if result.requests else 0.0)
 
 
 def _change(off: LoadResult, on: LoadResult) -> float:

@@ -148,6 +148,13 @@ def test_quick_run_with_nginx_and_wrk(tmp_path: Path) -> None:
         paced = rows[("audit off vs sqlite", "fixed rate, audit off")]
         rate = _number(paced["figure"].removesuffix("/s"))
         assert 0 < _number(paced["req/s"]) <= 1.3 * rate
+        # Flat out, each side's server CPU per request, and the audited one's ratio to it.
+        off = rows[("audit off vs sqlite", "flat out, audit off")]["figure"]
+        off_us = _number(off.removesuffix(" us CPU/request"))
+        on = rows[("audit off vs sqlite", "flat out, audit sqlite")]["figure"]
+        on_us, ratio = on.split("; ")[1].removesuffix("x)").split(" us CPU/request (")
+        assert off_us > 0
+        assert _number(ratio) == pytest.approx(_number(on_us) / off_us, abs=0.01)
     assert _survivors(marker) == []
 
 
