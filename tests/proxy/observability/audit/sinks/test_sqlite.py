@@ -17,6 +17,7 @@ import pytest
 from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.redact import Redactor
+from proxy.observability.audit.sinks import sqlite as sqlite_sink
 from proxy.observability.audit.sinks.sqlite import (
     SCHEMA_VERSION,
     SqliteSink,
@@ -112,6 +113,73 @@ def test_identical_messages_are_stored_once(db: str, builder: RecordBuilder) -> 
     sink.close()
     assert counts(db) == (3, 3, 7)
     assert referenced(db) == 7
+
+
+def test_a_resent_message_body_is_not_written_again(db: str, builder: RecordBuilder) -> None:
+    system = {"role": "system", "content": "be brief " * 200}
+    sink = SqliteSink(db)
+    statements: list[str] = []
+    sink._connection().set_trace_callback(statements.append)
+    # Two records of one batch share a new message: its body is stored once.
+    sink.write_many(
+        [
+            record(builder, [system, {"role": "user", "content": "a"}], rid="1", at=T0),
+            record(builder, [system, {"role": "user", "content": "b"}], rid="2", at=T0 + 1),
+        ]
+    )
+    assert sum("INSERT INTO messages" in s for s in statements) == 1
+    assert sum(s.count("be brief") for s in statements) == 0  # bodies are bound, not inlined
+    statements.clear()
+    sink.write(record(builder, [system, {"role": "user", "content": "a"}], rid="3", at=T0 + 2))
+    # Every message already stored: only counted, no body sent again.
+    assert not any("INSERT INTO messages" in s for s in statements)
+    assert any("INSERT INTO message_refs" in s for s in statements)
+    sink.close()
+    assert counts(db) == (3, 3, 6)
+    reader = SqliteReader(db)
+    for rid, last in (("1", "a"), ("2", "b"), ("3", "a")):
+        got = reader.get(rid)
+        assert got is not None
+        assert got["original"] == [system, {"role": "user", "content": last}]
+    reader.close()
+
+
+def test_before_sqlite_3_35_every_body_is_offered_again(
+    db: str, builder: RecordBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without RETURNING the upsert cannot say which messages are new: INSERT OR IGNORE all.
+    monkeypatch.setattr(sqlite_sink, "_RETURNING", False)
+    system = {"role": "system", "content": "be brief"}
+    sink = SqliteSink(db)
+    statements: list[str] = []
+    sink._connection().set_trace_callback(statements.append)
+    sink.write(record(builder, [system, {"role": "user", "content": "a"}], rid="1", at=T0))
+    sink.write(record(builder, [system, {"role": "user", "content": "b"}], rid="2", at=T0 + 1))
+    sink.close()
+    assert sum("INSERT INTO messages" in s for s in statements) == 2
+    assert counts(db) == (2, 3, 4)
+    reader = SqliteReader(db)
+    second = reader.get("2")
+    assert second is not None
+    assert second["original"] == [system, {"role": "user", "content": "b"}]
+    reader.close()
+
+
+def test_a_message_pruned_and_sent_again_is_stored_again(db: str, builder: RecordBuilder) -> None:
+    gone = {"role": "user", "content": "asked once, then again a day later"}
+    sink = SqliteSink(db, max_age_days=1)
+    day = 86400.0
+    sink.write(record(builder, [gone], rid="old", at=T0))
+    assert sink.prune(now=T0 + day + 10) == 1
+    assert counts(db) == (0, 0, 0)  # the body went with its last reference
+    sink.write(record(builder, [gone], rid="new", at=T0 + day + 20))
+    sink.close()
+    assert counts(db) == (1, 1, 1)
+    reader = SqliteReader(db)
+    again = reader.get("new")
+    assert again is not None
+    assert again["original"] == [gone]
+    reader.close()
 
 
 def growing_conversation(turns: int) -> list[list[dict[str, Any]]]:
