@@ -75,9 +75,8 @@ def audit(bench: Bench) -> list[Row]:
     except StartError as exc:
         return _skipped(AUDIT_CASE, AUDIT_PATHS, str(exc).splitlines()[0], target)
     unaudited, audited = (second, bench.proxy) if other == "none" else (bench.proxy, second)
-    main_pid = bench.proxy_pid or 0
-    pids = (bench.procs.pid("audited"), main_pid)
-    off_pid, on_pid = pids if other == "none" else pids[::-1]
+    main_pid, second_pid = bench.proxy_pid or 0, bench.procs.pid("audited")
+    off_pid, on_pid = (second_pid, main_pid) if other == "none" else (main_pid, second_pid)
     body = orjson.dumps(conversations.small_request(SMALL_MODEL))
     # CPU per request too: steadier than req/s on a machine whose speed wanders.
     off, off_us = _load_with_cpu(bench, off_pid, unaudited + CHAT, body)
@@ -133,13 +132,15 @@ def audit(bench: Bench) -> list[Row]:
     ]
 
 
-def _load_with_cpu(bench: Bench, pid: int, url: str, body: bytes) -> tuple[LoadResult, float]:
+def _load_with_cpu(
+    bench: Bench, pid: int, url: str, body: bytes, *, client: Placement | None = None
+) -> tuple[LoadResult, float]:
     """Flat-out load on `url`, and the CPU time per request of the server `pid` (its
-    threads and any processes it started), in microseconds."""
+    threads and any processes it started), in microseconds (nan without requests)."""
     before = tree_cpu_s(pid)
-    result = bench.load(url, body)
+    result = bench.load(url, body, client=client)
     cpu = tree_cpu_s(pid) - before
-    return result, (cpu * 1e6 / result.requests if result.requests else 0.0)
+    return result, (cpu * 1e6 / result.requests if result.requests else float("nan"))
 
 
 def _change(off: LoadResult, on: LoadResult) -> float:
@@ -175,12 +176,11 @@ def scale(bench: Bench) -> list[Row]:
     for name, (url, pid, pinned) in zip(SCALE_PATHS, servers_under_test, strict=True):
         # One worker unpinned too, so both counts run under the same rules.
         with _unpinned(pid if pinned else None):
-            before, generator = tree_cpu_s(pid), _children_cpu_s()
-            result = bench.load(url + CHAT, body, client=anywhere)
-            cpu = tree_cpu_s(pid) - before
+            generator = _children_cpu_s()
+            result, server_us = _load_with_cpu(bench, pid, url + CHAT, body, client=anywhere)
             generator = _children_cpu_s() - generator
         per = 1e6 / result.requests if result.requests else float("nan")
-        runs[name], load_us[name] = (result, cpu * per), generator * per
+        runs[name], load_us[name] = (result, server_us), generator * per
     procs.stop("floor-2w")
     procs.stop("proxy-2w")
     rows = [

@@ -56,8 +56,10 @@ _COUNT = (
     "INSERT INTO message_refs (hash, refs) VALUES (?, ?) "
     "ON CONFLICT (hash) DO UPDATE SET refs = refs + excluded.refs"
 )
+_COUNT_NEW = _COUNT + " RETURNING hash, refs"
+"""`_COUNT`, saying each message's new total: which messages are new (`_count_refs`)."""
 _RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
-"""Whether the counts' upsert can say which messages are new (`RETURNING`)."""
+"""Whether SQLite has `RETURNING` (3.35+)."""
 _COLUMNS = ("id", "kind", "parent_id", "route", "policy", "model", "status")
 """Record fields copied into columns, for listing and filtering without parsing JSON."""
 _INSERT = (
@@ -205,7 +207,7 @@ def _count_refs(conn: sqlite3.Connection, refs: Counter[bytes]) -> list[bytes]:
     if not _RETURNING:
         _insert_rows(conn, _COUNT, list(refs.items()))
         return list(refs)
-    counted = _insert_rows(conn, _COUNT + " RETURNING hash, refs", list(refs.items()))
+    counted = _insert_rows(conn, _COUNT_NEW, list(refs.items()))
     return [digest for digest, total in counted if total == refs[digest]]
 
 
