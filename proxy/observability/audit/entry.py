@@ -123,7 +123,7 @@ class RecordBuilder:
         )
         curated = None
         if entry.curated is not None and entry.curated is not entry.original:
-            curated = self._curated(sent, keys, entry.curated, original, clean, cached)
+            curated = self._curated(sent, entry.curated, original, clean, cached)
             if curated == original:
                 curated = None
         response, error = self._response(entry)
@@ -136,7 +136,7 @@ class RecordBuilder:
             "error": error,
         }
         tools, tools_fields = self._tools(entry, clean, cached)
-        actions = [_action(a, clean) for a in entry.actions]
+        actions = _actions(entry.actions, clean)
         merged = {**fields, **clean(content), "actions": actions, **tools_fields}
         if merged.get("conversation") is None and original:
             roles = [m.get("role") if isinstance(m, dict) else None for m in sent]
@@ -147,7 +147,6 @@ class RecordBuilder:
     def _curated(
         self,
         sent: Sequence[Message],
-        keys: Sequence[bytes | None],
         curated: Sequence[Message],
         original: tuple[StoredMessage, ...],
         clean: Clean,
@@ -158,11 +157,13 @@ class RecordBuilder:
         secret = [m for m, s in zip(sent, original, strict=True) if s.redacted]
         known = self.redactor.found(secret) if cached and secret else ()
         careful = self.redactor.with_known(known).value if known else clean
-        # Curators never mutate: a message they kept is the client's own object.
-        kept = {id(m): key for m, key in zip(sent, keys, strict=True)}
+        # Curators never mutate: a message they kept is the client's own object, stored
+        # as it was among the original messages.
+        kept = {id(m): s for m, s in zip(sent, original, strict=True)}
         return tuple(
-            self._message(m, clean, cached, kept.get(id(m))) if not known or id(m) in kept
-            else self._message(m, careful, False)
+            found if (found := kept.get(id(m))) is not None
+            else self._message(m, careful, False) if known
+            else self._message(m, clean, cached)
             for m in curated
         )  # fmt: skip
 
@@ -266,17 +267,27 @@ def audit_response(entry: ExchangeRecord) -> Response:
     return None
 
 
-def _action(action: Action, clean: Clean) -> dict[str, Any]:
-    """An action as the audit shows it; its strings redacted (a reason may quote a tool
-    name the client chose), one by one: a history's actions list thousands of indexes,
-    which a walk of the whole value would visit one at a time."""
-    return {
-        "curator": clean(action.curator),
-        "kind": clean(action.kind),
-        "indexes": list(action.indexes),
-        "tokens_removed": action.tokens_removed,
-        "reason": clean(action.reason),
-    }
+def _actions(actions: Sequence[Action], clean: Clean) -> list[dict[str, Any]]:
+    """The actions as the audit shows them, their strings redacted (a reason may quote a
+    tool name the client chose), not their indexes (thousands, in a long history); each
+    distinct string once (the actions of one turn repeat a few reasons)."""
+    done: dict[str, Any] = {}
+
+    def text(value: str) -> Any:
+        if value not in done:
+            done[value] = clean(value)
+        return done[value]
+
+    return [
+        {
+            "curator": text(a.curator),
+            "kind": text(a.kind),
+            "indexes": list(a.indexes),
+            "tokens_removed": a.tokens_removed,
+            "reason": text(a.reason),
+        }
+        for a in actions
+    ]
 
 
 def _error_body(body: BodyCapture | bytes | str) -> Any:

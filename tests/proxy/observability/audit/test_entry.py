@@ -419,3 +419,37 @@ def test_the_counters_digests_key_the_cache_and_change_nothing_stored(
     again = keyed_builder.build(entry(original=history(), keys=keys))
     assert hashed == []
     assert again.original == keyed.original
+
+
+def test_a_kept_message_is_stored_as_among_the_originals_not_redacted_again() -> None:
+    # No message cache, so only reuse can spare the kept messages a second redaction.
+    redactor = Counting(Redactor.build().detectors)
+    builder = RecordBuilder(redactor, cache_bytes=0)
+    # No secret either: a message made from one is redacted by a twin that knows it.
+    history = [m for m in conversation() if m["role"] in ("system", "tool", "user")][::2]
+    history += [{"role": "user", "content": f"step {i}"} for i in range(3)]
+    builder.build(entry(original=history))
+    alone = redactor.calls
+    made = {"role": "tool", "tool_call_id": "call_1", "content": "[tool result cleared]"}
+    assert KEY not in str(history)
+    assert len(history) == 5
+    curated = [*history[:3], made, history[4]]
+    record = builder.build(entry(original=history, curated=curated))
+    assert record.curated is not None
+    assert [record.curated[i] for i in (0, 1, 2, 4)] == [record.original[i] for i in (0, 1, 2, 4)]
+    assert record.curated[2] is record.original[2]
+    # The made message's strings (its keys and values), and nothing else, on top.
+    assert redactor.calls - 2 * alone == 6
+
+
+def test_an_action_reason_repeated_across_actions_is_redacted_once() -> None:
+    redactor = Counting(Redactor.build().detectors)
+    builder = RecordBuilder(redactor, cache_bytes=0)  # every record redacted in full
+    reason = "cleared 1 old result(s) of 'read_file': the conversation has 130,910 tokens"
+    actions = [Action("tool_use_clearing", "replace", (i,), 9, reason) for i in range(40)]
+    builder.build(entry(actions=actions[:1]))
+    one = redactor.calls
+    parsed = builder.build(entry(actions=actions)).as_dict()
+    assert [a["reason"] for a in parsed["actions"]] == [reason] * 40
+    assert [a["indexes"] for a in parsed["actions"]] == [[i] for i in range(40)]
+    assert redactor.calls - one == one  # the same strings as with one action
