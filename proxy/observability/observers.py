@@ -25,12 +25,11 @@ from starlette.routing import Route
 
 from proxy.config.loader import Config
 from proxy.config.viewer import PUBLIC_PREFIX
+from proxy.observability.audit.configured import open_audit
 from proxy.observability.audit.observer import AuditObserver
 from proxy.observability.audit.sinks.base import STDOUT
-from proxy.observability.audit.writer import AuditWriter, WriteOutcome, open_audit
-from proxy.observability.exchange import (
-    Observer,
-)
+from proxy.observability.audit.writer import AuditWriter, WriteOutcome
+from proxy.observability.exchange import Observer
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.metrics.labels import labels_for
 from proxy.observability.metrics.multiproc import mark_worker_dead
@@ -82,6 +81,8 @@ async def open_observability(
     if audit is not None:
         depth = metrics.audit_queue_depth.set if metrics is not None else None
         observers.append(AuditObserver(audit, depth))
+        if metrics is not None:
+            metrics.spend.thread.share(audit.run_soon)
     async with AsyncExitStack() as stack:
         if audit is not None:
             stack.push_async_callback(_close_writer, audit)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -376,6 +377,23 @@ def test_open_observability_counts_failed_and_dropped_records(tmp_path: Path) ->
     assert sample("curator_audit_records_total", {"result": "failed"}) == 1 == stats.failed
     assert sample("curator_audit_records_total", {"result": "dropped"}) == 1 == stats.dropped
     assert sample("curator_audit_records_total", {"result": "written"}) == 0
+
+
+def test_with_the_audit_on_the_spend_jobs_run_in_its_thread(tmp_path: Path) -> None:
+    """One background thread wakes per exchange, not two; without the audit, the spend
+    thread runs them."""
+
+    async def scenario(config: Config) -> list[str]:
+        ran: list[str] = []
+        async with open_observability(config) as seen:
+            assert seen.metrics is not None
+            thread = seen.metrics.spend.thread
+            thread.submit(lambda: ran.append(threading.current_thread().name))
+            assert thread.join(10)
+        return ran
+
+    assert anyio.run(scenario, make_config(tmp_path)) == ["curator-audit"]
+    assert anyio.run(scenario, make_config(tmp_path, sink="none")) == ["curator-spend"]
 
 
 def test_request_ids_are_hex_led_by_the_time_in_milliseconds() -> None:

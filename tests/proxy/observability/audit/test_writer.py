@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from proxy.config.audit import AuditConfig
+from proxy.observability.audit.configured import open_audit
 from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.base import Sink
@@ -23,7 +24,6 @@ from proxy.observability.audit.writer import (
     AuditWriter,
     RateLimitedLog,
     WriteOutcome,
-    open_audit,
 )
 from proxy.observability.exchange import ExchangeRecord
 from proxy.priority import BOOKKEEPING_STEPS, MAX_NICE

@@ -1,0 +1,97 @@
+"""Jobs the writer's thread runs for others (`AuditWriter.run_soon`), and the metrics' spend
+thread handing its jobs over to it (`SpendThread.share`)."""
+
+from __future__ import annotations
+
+import threading
+
+from proxy.observability.audit.entry import AuditRecord, RecordBuilder
+from proxy.observability.audit.redact import Redactor
+from proxy.observability.audit.writer import AuditWriter
+from proxy.observability.exchange import ExchangeRecord
+from proxy.observability.usage.counterfactual import SpendThread
+from tests.proxy.observability.audit.test_writer import WAIT, BlockingSink, MemorySink, entry
+from tests.proxy.observability.audit.test_writer_outage import FlakyStore, wait_until
+
+
+class NotingBuilder(RecordBuilder):
+    """Notes each record it builds in `order`."""
+
+    def __init__(self, order: list[str]) -> None:
+        super().__init__(Redactor.build())
+        self.order = order
+
+    def build(self, entry: ExchangeRecord) -> AuditRecord:
+        self.order.append(entry.id)
+        return super().build(entry)
+
+
+def test_a_job_runs_in_the_writer_thread_in_order_with_the_records() -> None:
+    order: list[str] = []
+    sink = MemorySink()
+    w = AuditWriter(sink, NotingBuilder(order))
+    assert w.submit(entry(0))
+    assert w.submit(entry(1))
+    assert w.run_soon(lambda: order.append(threading.current_thread().name))
+    assert w.submit(entry(2))
+    assert w.close(WAIT)
+    assert order == ["r0", "r1", "curator-audit", "r2"]
+    assert [r.fields["id"] for r in sink.records] == ["r0", "r1", "r2"]
+    assert w.stats().written == 3
+
+
+def test_a_failing_job_is_logged_and_the_records_are_still_written() -> None:
+    sink = MemorySink()
+    w = AuditWriter(sink, RecordBuilder(Redactor.build()))
+    assert w.run_soon(lambda: 1 / 0)  # type: ignore[func-returns-value]
+    assert w.submit(entry(1))
+    assert w.close(WAIT)
+    assert [r.fields["id"] for r in sink.records] == ["r1"]
+
+
+def test_a_job_is_refused_when_full_closed_or_held_and_nothing_is_counted() -> None:
+    blocking = BlockingSink()
+    full = AuditWriter(blocking, RecordBuilder(Redactor.build()), max_queue=1)
+    assert full.submit(entry(0))
+    assert blocking.started.wait(WAIT)  # the thread holds entry 0: the queue is empty
+    assert full.run_soon(lambda: None)  # takes the one slot
+    assert not full.run_soon(lambda: None)
+    blocking.release.set()
+    assert full.close(WAIT)
+    assert not full.run_soon(lambda: None)
+    assert full.stats().dropped == 0
+
+    store = FlakyStore()
+    held = AuditWriter(store, RecordBuilder(Redactor.build()))
+    assert held.submit(entry(1))
+    wait_until(lambda: store.tries >= 1, "the first try")
+    assert not held.run_soon(lambda: None)  # an outage would hold it for minutes
+    store.up.set()
+    wait_until(lambda: held.stats().written == 1, "the held record")
+    assert held.run_soon(lambda: None)
+    assert held.close(WAIT)
+
+
+def test_the_spend_thread_hands_its_jobs_to_the_carrier_and_runs_what_it_refuses() -> None:
+    carried: list[str] = []
+    accept = threading.Event()
+    accept.set()
+
+    def carrier(job: object) -> bool:
+        if accept.is_set():
+            carried.append("job")
+            job()  # type: ignore[operator]
+        return accept.is_set()
+
+    spend = SpendThread(name="curator-spend-test")
+    spend.share(carrier)
+    ran: list[str] = []
+    spend.submit(lambda: ran.append(threading.current_thread().name))
+    assert ran == [threading.current_thread().name]  # the carrier ran it, here
+    assert "curator-spend-test" not in {t.name for t in threading.enumerate()}
+    accept.clear()
+    spend.submit(lambda: ran.append(threading.current_thread().name))
+    assert spend.join(WAIT)
+    assert ran[1] == "curator-spend-test"
+    assert carried == ["job"]
+    spend.close()
