@@ -22,6 +22,7 @@ from policies.base import (
     TextCutter,
 )
 from policies.messages import Message
+from policies.tokens import REPLY_PRIMING
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,12 @@ class CurationResult:
     keys: tuple[bytes | None, ...] = ()
     """Each input message's digest (the token counter's, of the whole message), in order:
     a caller that caches per message (the audit log) need not hash them again."""
+    counts: tuple[int, ...] = ()
+    """Each input message's tokens, in order (`tokens_before` is their sum plus the reply
+    priming): a caller that prices the uncurated prompt need not count them again."""
+    tools_tokens: int | None = None
+    """Tokens of the request's tool definitions, as the budget counted them (None: not
+    counted): with `tokens_after`, the prompt the upstream was sent, for the calibration."""
 
     @property
     def changed(self) -> bool:
@@ -45,10 +52,14 @@ class _Progress:
 
     ctx: CurationContext
     check: bool
-    before: int
+    counts: tuple[int, ...]
     current: list[Message]
     keys: tuple[bytes | None, ...]
     actions: list[Action] = field(default_factory=list)
+
+    @property
+    def before(self) -> int:
+        return sum(self.counts) + REPLY_PRIMING
 
     def apply(self, name: str, out: CuratorOutput) -> None:
         if self.check:
@@ -60,13 +71,16 @@ class _Progress:
     def result(self) -> CurationResult:
         ctx = self.ctx
         # Curators counted what they wrote, so this only adds up counts already known.
-        after = ctx.count_total(self.current) if self.actions else self.before
-        return CurationResult(self.current, tuple(self.actions), self.before, after, self.keys)
+        before = self.before
+        after = ctx.count_total(self.current) if self.actions else before
+        actions = tuple(self.actions)
+        tools = ctx.tools_tokens
+        return CurationResult(self.current, actions, before, after, self.keys, self.counts, tools)
 
 
 def _start(messages: Sequence[Message], ctx: CurationContext, check: bool) -> _Progress:
-    before = ctx.count_total(messages)
-    return _Progress(ctx, check, before, list(messages), ctx.keys(messages))
+    counts = tuple(ctx.count_each(messages))
+    return _Progress(ctx, check, counts, list(messages), ctx.keys(messages))
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,8 @@ class CurationContext:
     counter: TokenCounter
     budget: int
     """Tokens the messages may use: window - output reserve - tool definitions - priming."""
+    tools_tokens: int = 0
+    """Tokens of the request's tool definitions, which `budget` leaves room for."""
     pins: PinSpec = field(default_factory=PinSpec)
     on_overflow: Literal["truncate", "reject", "forward"] = "truncate"
     services: Services | None = None

@@ -87,10 +87,12 @@ class Policy:
         services: Services | None = None,
         hints: BudgetHints = NEUTRAL,
     ) -> CurationContext:
+        budget = self.budget(body, counter, hints)
         return CurationContext(
             model=str(body.get("model") or ""),
             counter=counter,
-            budget=self.budget(body, counter, hints).messages,
+            budget=budget.messages,
+            tools_tokens=budget.tools,
             pins=self.pins,
             on_overflow=self.on_overflow,
             services=services,

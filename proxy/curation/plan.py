@@ -232,7 +232,7 @@ def _run_chain(request: Pending, counter: TokenCounter) -> CurationResult:
     keys, counts = counter.measure(messages, wire.model or "")
     tokens = sum(counts) + REPLY_PRIMING
     listed = messages if isinstance(messages, list) else list(messages)
-    return CurationResult(listed, (), tokens, tokens, tuple(keys))
+    return CurationResult(listed, (), tokens, tokens, tuple(keys), tuple(counts))
 
 
 def _reject_or_fail_open(request: Pending, exc: Exception) -> Plan:
@@ -260,9 +260,10 @@ def curated_plan(
     record, original = request.record, request.wire.messages
     record.original = original
     # The keys are the counter's for the model the budget read: the record's, when a string.
-    record.keys = result.keys if request.wire.model is not None else ()
+    if request.wire.model is not None:
+        record.keys, record.counts = result.keys, result.counts
     record.curated = result.messages if result.changed else original
-    record.actions = result.actions
+    record.actions, record.tools_tokens = result.actions, result.tools_tokens
     record.tokens_before, record.tokens_after = result.tokens_before, result.tokens_after
     record.curation_s = perf_counter() - started
     record.summary = summary

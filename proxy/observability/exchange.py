@@ -80,9 +80,13 @@ class ExchangeRecord:
     """Each of `original`'s messages' digest as the token counter keys it for `model`, when
     curation counted them: the audit's cache key and the spend's count, without hashing
     every message again."""
+    counts: Sequence[int] = ()
+    """Each of `original`'s messages' tokens, when curation counted them (with `keys`)."""
     actions: tuple[Action, ...] = ()
     tokens_before: int | None = None
     tokens_after: int | None = None
+    tools_tokens: int | None = None
+    """The tool definitions' tokens, as the budget counted them (None: not curated)."""
     curation_s: float | None = None
     """Time spent curating, a summarizer's model calls included."""
     summary: SummaryStats | None = None

@@ -26,6 +26,7 @@ from proxy.observability.exchange import (
 from proxy.observability.usage.spend import Sent, Spend, account
 from proxy.observability.usage.tap import from_wire
 from proxy.protocols import protocol_for
+from proxy.protocols.base import Usage
 from proxy.serving.edge import Edge
 from proxy.serving.guard import PROXY_CREDENTIAL
 from proxy.serving.incoming import (
@@ -200,13 +201,14 @@ class _Exchange:
         if relay.tap is None:  # dropped by the relay: a success the audit does not store
             record.response = None
         record.tail = relay.tail()
+        usage = record.usage()  # read once: the calibration and the spend both need it
         passthrough = self._passthrough()
         if self.edge.curation.facts is not None and relay.complete and not passthrough:
-            learn(self.edge.curation.facts, record, self.edge.curation.counter)
+            learn(self.edge.curation.facts, record, self.edge.curation.counter, usage)
         record.incomplete = relay.incomplete
         record.authorization = self._credential()
         record.summary_calls = tuple(self.summary_calls)
-        record.spend = self._spend(passthrough)
+        record.spend = self._spend(passthrough, usage)
         return record
 
     def _passthrough(self) -> bool:
@@ -216,16 +218,16 @@ class _Exchange:
         policy = self.edge.config.policies.get(self.record.policy or "")
         return policy is None or not policy.chain.curators
 
-    def _spend(self, passthrough: bool) -> Spend | None:
+    def _spend(self, passthrough: bool, usage: Usage | None) -> Spend | None:
         """Usage, cost and counterfactual of an observed request a protocol read (the relay
         kept its tail)."""
         record, edge = self.record, self.edge
         if record.protocol is None or not self.relay.keep_tail:
             return None
-        usage = from_wire(record.usage())
         original = None if passthrough else record.original  # None: uncurated = actual
         headers = self.scope["headers"]
-        sent = Sent.of(record.model, record.facts, original, headers, usage, record.keys)
+        measured = (record.keys, record.counts)
+        sent = Sent.of(record.model, record.facts, original, headers, from_wire(usage), *measured)
         return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals)
 
 

@@ -19,6 +19,7 @@ from policies.policy import Policy, tool_list
 from policies.tokens import TokenCounter
 from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.metrics.labels import OTHER
+from proxy.protocols.base import Usage
 from proxy.upstream.models import UpstreamWindows
 
 log = logging.getLogger("curator.models")
@@ -121,26 +122,28 @@ class UpstreamFacts:
             self.sink.rescued(upstream, retried)
 
 
-def sent_tokens(
-    messages_tokens: int, body: Mapping[str, Any], model: str, counter: TokenCounter
-) -> int:
-    """Our count of a prompt: its messages (reply priming included) and tool definitions."""
-    tools: Sequence[Mapping[str, Any]] = tool_list(body)
-    return messages_tokens + (counter.count_tools(tools, model) if tools else 0)
+def sent_tokens(messages_tokens: int, record: ExchangeRecord, counter: TokenCounter) -> int:
+    """Our count of a curated prompt: its messages (reply priming included) and its tool
+    definitions, as the budget counted them (else counted here, from the request's facts)."""
+    if record.tools_tokens is not None:
+        return messages_tokens + record.tools_tokens
+    tools: Sequence[Mapping[str, Any]] = tool_list(record.facts or {})
+    return messages_tokens + (counter.count_tools(tools, record.model or "") if tools else 0)
 
 
-def learn(facts: UpstreamFacts, record: ExchangeRecord, counter: TokenCounter) -> None:
-    """Teach the calibration what the upstream counted for a curated request that it
-    answered in full (the usage in the response's tail)."""
+def learn(
+    facts: UpstreamFacts, record: ExchangeRecord, counter: TokenCounter, usage: Usage | None
+) -> None:
+    """Teach the calibration what the upstream counted (`usage`, from the response's tail)
+    for a curated request that it answered in full."""
     if record.status != 200 or record.skip_reason is not None or record.upstream is None:
         return
     # What went upstream: the curated list in enforce, the client's own in shadow.
     counted = record.tokens_before if record.mode == "shadow" else record.tokens_after
-    if counted is None or record.body is None or record.mode == "off":
+    if counted is None or record.mode == "off":
         return
-    usage = record.usage()
     if usage is None or usage.input_tokens is None:
         return  # e.g. a stream without stream_options.include_usage
     model = record.model or ""
-    ours = sent_tokens(counted, record.body, model, counter)
+    ours = sent_tokens(counted, record, counter)
     facts.learn(record.upstream, model, ours, usage.input_tokens, counter.models)

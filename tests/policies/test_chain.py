@@ -19,6 +19,7 @@ from policies.role_truncation import RoleTruncation
 from policies.splits import PROFILE_MIN_CHARS
 from policies.summarizer import Summarizer
 from policies.system import SystemPreservation
+from policies.tokens import REPLY_PRIMING
 from policies.tool_results import ToolResultTruncation
 from policies.tool_use_clearing import ToolUseClearing
 from policies.turns import TurnWindow
@@ -103,6 +104,16 @@ def test_a_run_reports_each_input_messages_digest() -> None:
     assert result.keys == tuple(context.counter.measure(messages, context.model)[0])
     assert len(set(result.keys)) == len({repr(m) for m in messages})
     assert result.keys[-1] != DEFAULT_CHAIN.run([user("other")], ctx()).keys[0]
+
+
+def test_a_run_reports_each_input_messages_tokens() -> None:
+    """What the spend's counterfactual prices the uncurated prompt with, uncounted again."""
+    messages = [*agent_history(), user("again")]
+    context = ctx()
+    result = DEFAULT_CHAIN.run(messages, context)
+    assert result.messages != messages  # the history was curated: counts are the input's
+    assert result.counts == tuple(context.counter.count_each(messages, context.model))
+    assert sum(result.counts) + REPLY_PRIMING == result.tokens_before
 
 
 def test_unchanged_run_reports_no_actions_and_equal_counts() -> None:

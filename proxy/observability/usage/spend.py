@@ -17,7 +17,7 @@ import hashlib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -43,6 +43,8 @@ class Sent:
     usage: Usage | None
     keys: Sequence[bytes | None] = ()
     """`original`'s digests, when curation made them (`ExchangeRecord.keys`)."""
+    counts: Sequence[int] = ()
+    """`original`'s tokens, when curation counted them (`ExchangeRecord.counts`)."""
 
     @classmethod
     def of(
@@ -53,11 +55,12 @@ class Sent:
         headers: Sequence[tuple[bytes, bytes]],
         usage: Usage | None,
         keys: Sequence[bytes | None] = (),
+        counts: Sequence[int] = (),
     ) -> Sent:
         """From the exchange: the session header, and the usage the upstream reported."""
         raw = next((v for n, v in headers if n.lower() == SESSION_HEADER_BYTES), None)
         session = raw.decode("latin-1") if raw is not None else None
-        return cls(model, body, original, session, usage, keys)
+        return cls(model, body, original, session, usage, keys, counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +152,8 @@ def _counterfactual(
     uncurated = None
     if original:
         tools = _tools(sent.body)
-        prompt = uncurated_prompt(original, counter, model, tools, history, sent.keys)
+        measured = (sent.keys, sent.counts)
+        prompt = uncurated_prompt(original, counter, model, tools, history, *measured)
         cached = history.cached_tokens(key, prompt)
         output = sent.usage.output if sent.usage is not None else 0
         reasoning = sent.usage.reasoning if sent.usage is not None else 0
@@ -176,16 +180,21 @@ def uncurated_prompt(
     tools: Sequence[Mapping[str, Any]],
     history: Counterfactuals,
     keys: Sequence[bytes | None] = (),
+    counts: Sequence[int] = (),
 ) -> Prompt:
     """The prompt as `policies.prefix_cache.prompt_of` builds it (tools, each message, the
-    reply priming), keyed by the counter's own message keys (one serialization, not two)."""
+    reply priming), keyed by the counter's own message keys (one serialization, not two);
+    with curation's `keys` and `counts` for every message, nothing is counted again."""
     blocks: list[Block] = []
     if tools:
         digest = hashlib.blake2b(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)).digest()[:16]
         size = history.memo((counter, model, digest), lambda: counter.count_tools(tools, model))
         blocks.append(Block(b"T" + digest, size))
-    known, sizes = counter.measure(messages, model, known=keys)
-    blocks.extend(Block(k, n) for k, n in zip(known, sizes, strict=True))
+    if len(counts) == len(keys) == len(messages) and None not in keys:
+        measured = zip(cast("Sequence[bytes]", keys), counts, strict=True)
+    else:
+        measured = zip(*counter.measure(messages, model, known=keys), strict=True)
+    blocks.extend(Block(k, n) for k, n in measured)
     blocks.append(Block(PRIMING_KEY, REPLY_PRIMING))
     return Prompt(tuple(blocks))
 

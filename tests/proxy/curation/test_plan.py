@@ -335,6 +335,10 @@ def test_chat_records_carry_curation_details() -> None:
     assert record.tokens_before is not None
     assert record.tokens_after is not None
     assert record.tokens_after < record.tokens_before
+    # What curation counted, for the spend: keys and tokens of each original message.
+    counter = TokenCounter()
+    assert list(record.counts) == counter.count_each(record.original, "gpt-4o")
+    assert list(record.keys) == counter.measure(record.original, "gpt-4o")[0]
     assert record.curation_s is not None
     assert record.body is not None
     assert record.body["x_vendor_last"] == "é"

@@ -449,9 +449,9 @@ def learned(monkeypatch: pytest.MonkeyPatch) -> list[ExchangeRecord]:
     calls: list[ExchangeRecord] = []
     real = forwarding.learn
 
-    def spy(facts: UpstreamFacts, record: ExchangeRecord, counter: Any) -> None:
+    def spy(facts: UpstreamFacts, record: ExchangeRecord, counter: Any, usage: Any) -> None:
         calls.append(record)
-        real(facts, record, counter)
+        real(facts, record, counter, usage)
 
     monkeypatch.setattr(forwarding, "learn", spy)
     return calls

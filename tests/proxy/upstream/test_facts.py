@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 
 from policies.calibration import NEUTRAL, BudgetHints, Observation
 from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
-from proxy.upstream.facts import UpstreamFacts
+from policies.tokens import TokenCounter
+from proxy.observability.exchange import ExchangeRecord
+from proxy.protocols.base import Usage
+from proxy.upstream.facts import UpstreamFacts, learn, sent_tokens
+
+FUNCTION = {"name": "read_file", "description": "Read a file", "parameters": {"type": "object"}}
+TOOL: dict[str, Any] = {"type": "function", "function": FUNCTION}
 
 
 class Sink:
@@ -64,3 +71,34 @@ def test_metric_labels_never_carry_a_client_name() -> None:
     for model in ("house-coder", "Meta/Llama-3.1-8B", "x9$random"):
         facts.learn("u", model, 100, 110, table)
     assert [label for _, label, _ in sink.labels] == ["house-*", "*llama-3.[123]*", "other"]
+
+
+class NoTools(TokenCounter):
+    def count_tools(self, tools: Any, model: str) -> int:  # noqa: ARG002 (the signature)
+        raise AssertionError("the budget's count of the tools is used")
+
+
+def curated_record(**fields: Any) -> ExchangeRecord:
+    values: dict[str, Any] = {"status": 200, "upstream": "u", "model": "m", "mode": "enforce"}
+    record = ExchangeRecord("r", 0.0, "POST", "/v1/chat/completions", **(values | fields))
+    record.facts = {"model": "m", "tools": [TOOL]}
+    return record
+
+
+def test_the_calibration_learns_the_prompt_as_the_budget_counted_it() -> None:
+    """The curated messages plus the tools the budget counted, not counted again (and in
+    the chat form the budget read, whatever the request's protocol)."""
+    facts = UpstreamFacts()
+    record = curated_record(tokens_after=1000, tools_tokens=500)
+    assert sent_tokens(1000, record, NoTools()) == 1500
+    for _ in range(2):
+        learn(facts, record, NoTools(), Usage(input_tokens=1875))
+    assert facts.hints("u", "m").scale == pytest.approx(1.25)
+    # Without the budget's count, the tools are counted from the facts (chat form), not
+    # from a Responses body's flat tools, which the chat renderer would undercount.
+    counter = TokenCounter()
+    tools = counter.count_tools([TOOL], "m")
+    flat = {"type": "function", **TOOL["function"]}
+    assert counter.count_tools([flat], "m") < tools
+    record = curated_record(tokens_after=1000, body={"input": [], "tools": [flat]})
+    assert sent_tokens(1000, record, counter) == 1000 + tools

@@ -78,3 +78,18 @@ def test_the_curations_keys_give_the_same_counterfactual() -> None:
     assert with_keys == without
     prompt = uncurated_prompt(HISTORY, counter, "gpt-4o", [TOOL], Counterfactuals(), keys)
     assert [b.key for b in prompt.blocks[1:-1]] == list(keys)
+
+
+def test_the_curations_counts_are_used_without_counting_again() -> None:
+    """With a key and a count for every message (`ExchangeRecord.counts`), the uncurated
+    prompt is priced from them: counts that differ from the counter's show it."""
+    counter = f.counter()
+    keys, real = counter.measure(HISTORY, "gpt-4o")
+    given = [n + 1 for n in real]
+    prompt = uncurated_prompt(HISTORY, counter, "gpt-4o", [], Counterfactuals(), keys, given)
+    assert [b.tokens for b in prompt.blocks[:-1]] == given
+    assert [b.key for b in prompt.blocks[:-1]] == keys
+    # A key missing (or no counts): the counter counts, as before.
+    partial = [None, *keys[1:]]
+    counted = uncurated_prompt(HISTORY, counter, "gpt-4o", [], Counterfactuals(), partial, given)
+    assert [b.tokens for b in counted.blocks[:-1]] == real
