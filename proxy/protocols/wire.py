@@ -58,19 +58,17 @@ def _object_at(data: bytes, start: int) -> dict[str, Any] | None:
         start += 1
     if data[start : start + 1] != b"{":
         return None
-    depth = 0
-    for end in range(start, min(len(data), start + 4096)):
-        byte = data[end]
-        if byte == 0x7B:  # {
-            depth += 1
-        elif byte == 0x7D:  # }
-            depth -= 1
-            if depth == 0:
-                try:
-                    found = orjson.loads(data[start : end + 1])
-                except orjson.JSONDecodeError:
-                    return None
-                return found if isinstance(found, dict) else None
+    # From brace to closing brace, not byte by byte: this runs on every response.
+    depth, at, limit = 0, start, min(len(data), start + 4096)
+    while (end := data.find(b"}", at, limit)) >= 0:
+        depth += data.count(b"{", at, end) - 1
+        if depth == 0:
+            try:
+                found = orjson.loads(data[start : end + 1])
+            except orjson.JSONDecodeError:
+                return None
+            return found if isinstance(found, dict) else None
+        at = end + 1
     return None
 
 

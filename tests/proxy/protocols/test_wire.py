@@ -97,6 +97,38 @@ def test_last_object_reads_nested_objects() -> None:
     assert last_object(data, b"usage") == {"a": 1, "d": {"c": 2, "e": {}}}
 
 
+def bytewise_object_at(data: bytes, start: int) -> Any:
+    """The scan byte by byte, as it was written first: what the brace-to-brace one must
+    agree with."""
+    depth = 0
+    for end in range(start, min(len(data), start + 4096)):
+        depth += {0x7B: 1, 0x7D: -1}.get(data[end], 0)
+        if data[end] == 0x7D and depth == 0:
+            try:
+                found = orjson.loads(data[start : end + 1])
+            except orjson.JSONDecodeError:
+                return None
+            return found if isinstance(found, dict) else None
+    return None
+
+
+usage_like = st.recursive(
+    st.integers(0, 10**6) | st.none(),
+    lambda inner: st.dictionaries(st.sampled_from(["a", "b", "c"]), inner, max_size=3),
+    max_leaves=12,
+)
+
+
+@given(value=st.dictionaries(st.sampled_from(["n", "m"]), usage_like, max_size=3), cut=st.data())
+@settings(max_examples=300, deadline=None)
+def test_last_object_agrees_with_a_bytewise_scan_whole_or_cut(value: Any, cut: Any) -> None:
+    data = b'{"usage": ' + orjson.dumps(value) + b', "id": 1}'
+    start = data.index(b"{", 1)
+    assert last_object(data, b"usage") == bytewise_object_at(data, start) == value
+    tail = data[: cut.draw(st.integers(start, len(data)))]  # a body cut anywhere
+    assert last_object(tail, b"usage") == bytewise_object_at(tail, start)
+
+
 def test_last_object_skips_whitespace_around_the_colon() -> None:
     assert last_object(b'"usage" \t\r\n:\n  {"n": 1}', b"usage") == {"n": 1}
 
