@@ -214,7 +214,7 @@ def read_request(
     pending = Pending(protocol, wire, route, choice, record)
     if wire.body is None or wire.skip is not None:
         return _skip(pending, wire.skip or "invalid_json")
-    if setup.facts is not None:
+    if setup.facts is not None and choice.policy.chain.curators:  # else no budget is made
         model, facts = wire.model or "", setup.facts
         pending.hints = hints = facts.hints(route.upstream, model)
         models = setup.counter.models

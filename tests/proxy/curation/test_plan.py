@@ -388,3 +388,18 @@ def test_a_tokenizer_not_loaded_yet_is_loaded_off_the_event_loop(
     assert response.status_code == 200
     assert [name for name, _ in waits] == ["o200k_base", "cl100k_base"]
     assert all(thread != harness.loop_threads[0] for _, thread in waits)
+
+
+@pytest.mark.parametrize(
+    ("curators", "assumed"), [((), None), ((CutTools(max_chars=10),), "assumed")]
+)
+def test_only_a_budget_can_assume_a_window(
+    curators: tuple[object, ...], assumed: str | None
+) -> None:
+    """A policy without curators makes no budget, so nobody-knows-this-model is no news
+    there: no `x-curator-window: assumed`, and nothing counted (the check costs per request)."""
+    harness = Harness(make_config({"p": policy("p", *curators)}))
+    body = orjson.dumps({**TOOL_CHAT, "model": "nobody-knows-me"})
+    response = harness.post(body)
+    assert response.status_code == 200
+    assert response.headers.get("x-curator-window") == assumed
