@@ -37,9 +37,10 @@ class CurationResult:
     counts: tuple[int, ...] = ()
     """Each input message's tokens, in order (`tokens_before` is their sum plus the reply
     priming): a caller that prices the uncurated prompt need not count them again."""
-    tools_tokens: int | None = None
-    """Tokens of the request's tool definitions, as the budget counted them (None: not
-    counted): with `tokens_after`, the prompt the upstream was sent, for the calibration."""
+    tools_tokens: int = 0
+    """Tokens of the request's tool definitions, as the budget counted them (0 without a
+    budget: a policy with no curators makes none): with `tokens_after`, the prompt the
+    upstream was sent, for the calibration."""
 
     @property
     def changed(self) -> bool:

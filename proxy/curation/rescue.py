@@ -194,7 +194,7 @@ async def retry_request(
         return None
     record, counter, facts = pending.record, setup.counter, setup.facts
     model = pending.wire.model or ""
-    ours = sent_tokens(record.tokens_after or 0, record, counter)
+    ours = sent_tokens(record.tokens_after or 0, record)
     upstream = pending.route.upstream
     if facts is not None and overflow.prompt is not None:
         facts.learn(upstream, model, ours, overflow.prompt, counter.models)

@@ -85,8 +85,8 @@ class ExchangeRecord:
     actions: tuple[Action, ...] = ()
     tokens_before: int | None = None
     tokens_after: int | None = None
-    tools_tokens: int | None = None
-    """The tool definitions' tokens, as the budget counted them (None: not curated)."""
+    tools_tokens: int = 0
+    """The tool definitions' tokens, as the budget counted them (`CurationResult`)."""
     curation_s: float | None = None
     """Time spent curating, a summarizer's model calls included."""
     summary: SummaryStats | None = None

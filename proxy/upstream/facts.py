@@ -10,12 +10,11 @@ the usage each curated response reports (`learn`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from policies.calibration import NEUTRAL, BudgetHints, Calibration, Observation
 from policies.models import ModelTable, bare_name
-from policies.policy import Policy, tool_list
+from policies.policy import Policy
 from policies.tokens import TokenCounter
 from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.metrics.labels import OTHER
@@ -122,13 +121,10 @@ class UpstreamFacts:
             self.sink.rescued(upstream, retried)
 
 
-def sent_tokens(messages_tokens: int, record: ExchangeRecord, counter: TokenCounter) -> int:
+def sent_tokens(messages_tokens: int, record: ExchangeRecord) -> int:
     """Our count of a curated prompt: its messages (reply priming included) and its tool
-    definitions, as the budget counted them (else counted here, from the request's facts)."""
-    if record.tools_tokens is not None:
-        return messages_tokens + record.tools_tokens
-    tools: Sequence[Mapping[str, Any]] = tool_list(record.facts or {})
-    return messages_tokens + (counter.count_tools(tools, record.model or "") if tools else 0)
+    definitions, as the budget counted them (in their chat form, whatever the protocol)."""
+    return messages_tokens + record.tools_tokens
 
 
 def learn(
@@ -145,5 +141,5 @@ def learn(
     if usage is None or usage.input_tokens is None:
         return  # e.g. a stream without stream_options.include_usage
     model = record.model or ""
-    ours = sent_tokens(counted, record, counter)
+    ours = sent_tokens(counted, record)
     facts.learn(record.upstream, model, ours, usage.input_tokens, counter.models)

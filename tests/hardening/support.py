@@ -70,9 +70,6 @@ def hardening_config(
         ),
         "trap": UpstreamConfig("trap", trap_origin + "/v1"),
     }
-    # No GET /models as the proxy starts: arriving after a test scripted the fake's next
-    # reply, it would take that reply (seen with SIGTERM's held stream).
-    upstreams = {name: replace(up, discover_models=False) for name, up in upstreams.items()}
     routes = tuple(
         Route(name, name, "off", RouteMatch(headers=(("x-route", name),))) for name in ROUTES
     )

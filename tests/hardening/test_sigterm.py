@@ -40,11 +40,7 @@ def _config(tmp_path: Path, fake: FakeOpenAI, grace_s: float) -> Path:
             f"""\
             server: {{shutdown_grace_s: {grace_s}}}
             upstreams:
-              fake:
-                base_url: "{fake.origin}/v1"
-                api_key: sk-upstream-sigterm
-                # No GET /models at start: arriving late, it would take the scripted reply.
-                discover_models: false
+              fake: {{base_url: "{fake.origin}/v1", api_key: "sk-upstream-sigterm"}}
             policies:
               off: preset:passthrough
             routes:

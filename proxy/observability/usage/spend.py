@@ -22,6 +22,7 @@ from typing import Any, cast
 import orjson
 
 from policies.messages import Message
+from policies.policy import tool_list
 from policies.prefix_cache import Block, Prompt
 from policies.pricing import Price, PriceTable, Usage, cost
 from policies.tokens import REPLY_PRIMING, TokenCounter
@@ -151,7 +152,7 @@ def _counterfactual(
     key = conversation_key(sent.session, original) if original or sent.session else ""
     uncurated = None
     if original:
-        tools = _tools(sent.body)
+        tools = tool_list(sent.body or {})  # as the budget counts them: the same prompt
         measured = (sent.keys, sent.counts)
         prompt = uncurated_prompt(original, counter, model, tools, history, *measured)
         cached = history.cached_tokens(key, prompt)
@@ -197,17 +198,3 @@ def uncurated_prompt(
     blocks.extend(Block(k, n) for k, n in measured)
     blocks.append(Block(PRIMING_KEY, REPLY_PRIMING))
     return Prompt(tuple(blocks))
-
-
-def _tools(body: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    """The request's tool definitions, as `policies.policy` counts them (legacy functions
-    included), so the uncurated prompt is the one the budget saw."""
-    if body is None:
-        return []
-    tools = body.get("tools")
-    if isinstance(tools, list):
-        return [t for t in tools if isinstance(t, dict | Mapping)]
-    functions = body.get("functions")
-    if isinstance(functions, list):
-        return [{"type": "function", "function": f} for f in functions if isinstance(f, Mapping)]
-    return []

@@ -403,3 +403,19 @@ def test_only_a_budget_can_assume_a_window(
     response = harness.post(body)
     assert response.status_code == 200
     assert response.headers.get("x-curator-window") == assumed
+
+
+def test_the_budgets_tool_count_is_on_the_record_in_chat_form_whatever_the_protocol() -> None:
+    """What the calibration adds to the curated messages (`UpstreamFacts.learn`): a
+    Responses request's flat tools are counted as the chat tools they stand for."""
+    function = {"name": "read_file", "description": "Read a file", "parameters": {}}
+    harness = Harness(make_config({"cut": policy("cut", CutTools(max_chars=10))}))
+    user = [{"role": "user", "content": "hi"}]
+    body = {"model": "gpt-4o", "input": user, "tools": [{"type": "function", **function}]}
+    with harness.client as client:
+        client.post("/v1/responses", content=orjson.dumps(body))
+    (record,) = harness.records
+    counter = TokenCounter()
+    chat_form = counter.count_tools([{"type": "function", "function": function}], "gpt-4o")
+    assert record.tools_tokens == chat_form
+    assert chat_form > counter.count_tools(body["tools"], "gpt-4o")  # as the wire says it

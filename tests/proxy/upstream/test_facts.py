@@ -16,7 +16,6 @@ from proxy.protocols.base import Usage
 from proxy.upstream.facts import UpstreamFacts, learn, sent_tokens
 
 FUNCTION = {"name": "read_file", "description": "Read a file", "parameters": {"type": "object"}}
-TOOL: dict[str, Any] = {"type": "function", "function": FUNCTION}
 
 
 class Sink:
@@ -78,27 +77,15 @@ class NoTools(TokenCounter):
         raise AssertionError("the budget's count of the tools is used")
 
 
-def curated_record(**fields: Any) -> ExchangeRecord:
-    values: dict[str, Any] = {"status": 200, "upstream": "u", "model": "m", "mode": "enforce"}
-    record = ExchangeRecord("r", 0.0, "POST", "/v1/chat/completions", **(values | fields))
-    record.facts = {"model": "m", "tools": [TOOL]}
-    return record
-
-
 def test_the_calibration_learns_the_prompt_as_the_budget_counted_it() -> None:
-    """The curated messages plus the tools the budget counted, not counted again (and in
-    the chat form the budget read, whatever the request's protocol)."""
+    """The curated messages plus the tools as the budget counted them: not counted again
+    (the Responses form's flat tools, read by the chat renderer, would count short)."""
     facts = UpstreamFacts()
-    record = curated_record(tokens_after=1000, tools_tokens=500)
-    assert sent_tokens(1000, record, NoTools()) == 1500
+    values: dict[str, Any] = {"status": 200, "upstream": "u", "model": "m", "mode": "enforce"}
+    record = ExchangeRecord("r", 0.0, "POST", "/v1/responses", **values)
+    record.tokens_after, record.tools_tokens = 1000, 500
+    record.body = {"model": "m", "input": [], "tools": [{"type": "function", **FUNCTION}]}
+    assert sent_tokens(1000, record) == 1500
     for _ in range(2):
         learn(facts, record, NoTools(), Usage(input_tokens=1875))
     assert facts.hints("u", "m").scale == pytest.approx(1.25)
-    # Without the budget's count, the tools are counted from the facts (chat form), not
-    # from a Responses body's flat tools, which the chat renderer would undercount.
-    counter = TokenCounter()
-    tools = counter.count_tools([TOOL], "m")
-    flat = {"type": "function", **TOOL["function"]}
-    assert counter.count_tools([flat], "m") < tools
-    record = curated_record(tokens_after=1000, body={"input": [], "tools": [flat]})
-    assert sent_tokens(1000, record, counter) == 1000 + tools
