@@ -89,7 +89,7 @@ def test_upstream_errors_are_relayed_unchanged(http: httpx.Client, fake: FakeOpe
     assert response.json()["error"]["param"] == "messages.[1].role"
 
     body = b'{"error": {"message": "The server is overloaded", "type": "server_error"}}'
-    fake.queue(Behavior(status=503, body=body, headers=((b"retry-after", b"3"),)))
+    fake.queue(Behavior(status=503, body=body, headers=((b"retry-after", b"3"),), listing=True))
     overloaded = http.get("/v1/models")
     assert overloaded.status_code == 503
     assert overloaded.content == body

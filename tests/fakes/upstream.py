@@ -92,6 +92,11 @@ class Behavior:
     body bytes (the Content-Length promised the whole body)."""
     gzip: bool = False
     """Non-stream: gzip the body and say so in Content-Encoding."""
+    listing: bool = False
+    """For a `GET .../models`. Only such a reply answers one, and it answers nothing else:
+    a proxy lists the models in the background as it starts, and that request must not
+    take the reply a test scripted for its own (seen: a stream meant to be held past
+    SIGTERM's grace got the plain reply instead)."""
 
 
 @dataclass
@@ -132,8 +137,11 @@ class FakeOpenAI:
     def last(self) -> Recorded:
         return self.requests[-1]
 
-    def next_behavior(self) -> Behavior:
-        return self._script.popleft() if self._script else Behavior()
+    def next_behavior(self, listing: bool = False) -> Behavior:
+        """The next scripted reply, when it is for this kind of request (`listing`)."""
+        if self._script and self._script[0].listing == listing:
+            return self._script.popleft()
+        return Behavior()
 
     def _starlette(self) -> Starlette:
         return Starlette(
@@ -202,7 +210,8 @@ class _Recorder:
         if not _authorized(self.fake.api_key, scope["headers"]):
             await _respond(send, 401, rules.invalid_api_key(scope["headers"]))
             return
-        behavior = self.fake.next_behavior()
+        listing = scope["method"] == "GET" and scope["path"].endswith("/models")
+        behavior = self.fake.next_behavior(listing)
         scope["fake.behavior"] = behavior
         if behavior.stall_s and not await _sleep(behavior.stall_s, receive):
             self.fake.disconnected.set()
