@@ -127,7 +127,8 @@ def test_a_resent_message_body_is_not_written_again(db: str, builder: RecordBuil
             record(builder, [system, {"role": "user", "content": "b"}], rid="2", at=T0 + 1),
         ]
     )
-    assert sum("INSERT INTO messages" in s for s in statements) == 1
+    stored = [s for s in statements if s.startswith("INSERT INTO messages")]
+    assert sum(s.count(", 0, ") for s in stored) == 3  # system, "a", "b": one row each
     assert sum(s.count("be brief") for s in statements) == 0  # bodies are bound, not inlined
     statements.clear()
     sink.write(record(builder, [system, {"role": "user", "content": "a"}], rid="3", at=T0 + 2))
@@ -142,6 +143,49 @@ def test_a_resent_message_body_is_not_written_again(db: str, builder: RecordBuil
         assert got is not None
         assert got["original"] == [system, {"role": "user", "content": last}]
     reader.close()
+
+
+def test_batches_of_any_size_compile_a_few_statement_shapes(
+    db: str, builder: RecordBuilder
+) -> None:
+    # SQLite keeps each distinct statement compiled (Python's cache: up to 128 per
+    # connection); a multi-row INSERT of 256 rows is ~200 KB of it. One shape per batch
+    # size held ~23 MB after a burst of varied batches: rows go in power-of-two chunks.
+    sink = SqliteSink(db)
+    statements: list[str] = []
+    conn = sink._connection()
+
+    class Recording:
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+            statements.append(sql)  # as passed: with its placeholders, one set per row
+            return conn.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(conn, name)
+
+    sink._conn = Recording()  # type: ignore[assignment]
+    written = 0
+    for size in range(1, 41):
+        messages = [{"role": "user", "content": f"m{written + k}"} for k in range(size)]
+        batch = [
+            record(builder, [m], rid=str(written + k), at=T0 + written + k)
+            for k, m in enumerate(messages)
+        ]
+        sink.write_many(batch)
+        written += size
+    conn.close()
+    shapes = {s.count("?") for s in statements if s.startswith("INSERT INTO records")}
+    assert shapes == {11 * 2**bit for bit in range(6)}  # 1, 2, 4, 8, 16 and 32 rows
+    assert counts(db) == (written, written, written)
+
+
+@pytest.mark.parametrize("total", [0, 1, 7, 255, 256, 257, 300, 1000])
+def test_chunks_are_powers_of_two_summing_to_the_rows(total: int) -> None:
+    sizes = sqlite_sink.chunk_sizes(total)
+    assert sum(sizes) == total
+    assert sizes == sorted(sizes, reverse=True)
+    assert all(s & (s - 1) == 0 and 0 < s <= sqlite_sink.ROWS_PER_STATEMENT for s in sizes)
+    assert len(sizes) <= total // sqlite_sink.ROWS_PER_STATEMENT + 8
 
 
 def test_before_sqlite_3_35_every_body_is_offered_again(
