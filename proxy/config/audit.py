@@ -11,8 +11,8 @@ audit:
     patterns:
       - {name: employee_id, regex: "EMP-[0-9]{6}"}
   max_queue: 10000
-  cache_bytes: 32MiB        # redacted messages kept in memory: a resent history is not
-                            # redacted again (0: none kept)
+  cache_bytes: 32MiB        # what the writer remembers of the messages it redacted, so a
+                            # resent history is not redacted again (0: nothing)
   retention_days: 30        # retention (sqlite, postgres; max_age_days is the old name)
   max_bytes: 2GB            # bytes, or KB/MB/GB (x1000) or KiB/MiB/GiB (x1024)
 ```

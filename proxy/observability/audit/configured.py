@@ -19,8 +19,12 @@ def open_audit(
     if not config.enabled:
         return None
     redactor = Redactor.build(builtin=config.redact.builtin, custom=config.redact.patterns)
+    sink_type = SINKS[config.sink]
     builder = RecordBuilder(
-        redactor, store_responses=config.store_responses, cache_bytes=config.cache_bytes
+        redactor,
+        store_responses=config.store_responses,
+        cache_bytes=config.cache_bytes,
+        by_reference=sink_type.by_reference,
     )
-    sink = SINKS[config.sink].open(config.path, config.options, config.retention)
+    sink = sink_type.open(config.path, config.options, config.retention)
     return AuditWriter(sink, builder, max_queue=config.max_queue, on_outcome=on_outcome)

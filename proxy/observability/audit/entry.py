@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import orjson
 
-from policies.base import Action
 from policies.messages import Message
 from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.message_cache import (
@@ -29,6 +29,7 @@ from proxy.observability.audit.message_cache import (
 )
 from proxy.observability.audit.redact import Redactor, mask
 from proxy.observability.audit.stamps import Stamps
+from proxy.observability.audit.texts import Clean, actions_of, error_body
 from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.usage.audit_fields import KEYS as SPEND_KEYS
 from proxy.observability.usage.audit_fields import spend_fields, tools_of
@@ -39,9 +40,6 @@ from proxy.protocols.chat import CHAT
 SUMMARIZER = "summarizer"
 """The `kind` of a summarizer's model call; a curated request's is its protocol's name."""
 Response = BodyCapture | bytes | str | None
-Clean = Callable[[object], Any]
-"""Redaction, or masking when redaction failed."""
-ERROR_TEXT_LIMIT = 64 * 1024
 CLIENT_DISCONNECT = "client_disconnect"
 """The one reason a response is incomplete that is no failure: the client left."""
 FIELD_ORDER = (
@@ -63,6 +61,16 @@ class AuditRecord:
     """None when the upstream got the original messages."""
     tools: StoredMessage | None = None
     """The request's tool definitions, redacted (also in `fields`, as a JSON fragment)."""
+    remake: Callable[[bytes], bytes] | None = None
+    """Redacts again the message of a digest whose body the record left out."""
+
+    def body(self, message: StoredMessage) -> bytes:
+        """The message's redacted JSON, made again if the record left it out."""
+        if message.data is not None:
+            return message.data
+        if self.remake is None:
+            raise ValueError("a record without a message's body cannot make it again")
+        return self.remake(message.digest)
 
     def to_json(self) -> bytes:
         """One self-contained JSON object (full messages, not hashes)."""
@@ -70,8 +78,8 @@ class AuditRecord:
         return orjson.dumps(
             {
                 **self.fields,
-                "original": [orjson.Fragment(m.data) for m in self.original],
-                "curated": [orjson.Fragment(m.data) for m in curated],
+                "original": [orjson.Fragment(self.body(m)) for m in self.original],
+                "curated": [orjson.Fragment(self.body(m)) for m in curated],
             }
         )
 
@@ -89,10 +97,16 @@ class RecordBuilder:
         *,
         store_responses: bool = True,
         cache_bytes: int = 32 * 1024 * 1024,
+        by_reference: bool = False,
     ) -> None:
         self.redactor = redactor
         self.store_responses = store_responses
         self._cache = MessageCache(cache_bytes)
+        self._by_reference = by_reference
+        """The store keeps each message once, by hash: the cache keeps no bodies, and a
+        record leaves out those of the messages the cache knew (`StoredMessage.data`)."""
+        self._sources: dict[bytes, object] = {}
+        """The record being built: each left-out body's message, to redact it again."""
         self._stamps = Stamps()
         self._hidden: frozenset[str] = frozenset()
         """The entry's protocol's own message keys, left out of what is stored."""
@@ -101,6 +115,7 @@ class RecordBuilder:
 
     def build(self, entry: ExchangeRecord) -> AuditRecord:
         self._hidden = (entry.protocol or CHAT).internal_keys
+        self._sources = {}
         fields = _metadata(entry, self._stamps)
         try:
             return self._content(entry, fields, self.redactor.value, cached=True)
@@ -136,13 +151,14 @@ class RecordBuilder:
             "error": error,
         }
         tools, tools_fields = self._tools(entry, clean, cached)
-        actions = _actions(entry.actions, clean)
+        actions = actions_of(entry.actions, clean)
         merged = {**fields, **clean(content), "actions": actions, **tools_fields}
         if merged.get("conversation") is None and original:
             roles = [m.get("role") if isinstance(m, dict) else None for m in sent]
             merged["conversation"] = stored_key([m.digest for m in original], roles)
         fields = {k: merged[k] for k in FIELD_ORDER}
-        return AuditRecord(entry.started_at, fields, original, curated, tools)
+        remake = partial(self._remake, self._sources) if self._sources else None
+        return AuditRecord(entry.started_at, fields, original, curated, tools, remake)
 
     def _curated(
         self,
@@ -178,33 +194,45 @@ class RecordBuilder:
         if tools is None:
             return None, {"tools": None, "tools_digest": None}
         key = raw_digest(tools)
-        stored = self._message(tools, clean, cached, key)
-        return stored, {"tools": orjson.Fragment(stored.data), "tools_digest": key.hex()}
+        stored = self._message(tools, clean, cached, key, whole=True)
+        data = stored.data or b"null"  # never None: `whole`
+        return stored, {"tools": orjson.Fragment(data), "tools_digest": key.hex()}
 
     def _message(
-        self, msg: object, clean: Clean, cached: bool, key: bytes | None = None
+        self, msg: object, clean: Clean, cached: bool, key: bytes | None = None, whole: bool = False
     ) -> StoredMessage:
+        """`msg` redacted; from the cache when `cached` (its body left out for a store by
+        reference, unless the caller needs it `whole`)."""
         if self._hidden and isinstance(msg, dict) and not self._hidden.isdisjoint(msg):
             msg = {k: v for k, v in msg.items() if k not in self._hidden}
         if cached and key is None:
             key = raw_digest(msg)
         hit = self._cache.get(key) if key is not None and cached else None
-        if hit is not None:
+        if hit is not None and hit.data is not None:
             return hit
-        # orjson's result keeps a 4 KiB allocation whatever its length; the cache holds
-        # an exact-size copy, so its byte budget is what it really uses.
-        data = bytes(memoryview(orjson.dumps(clean(msg), option=orjson.OPT_SORT_KEYS)))
-        stored = StoredMessage(message_digest(data), data)
+        if hit is not None and not whole:
+            self._sources[hit.digest] = msg
+            return hit
+        stored = StoredMessage(message_digest(data := _encode(msg, clean)), data)
         if cached and key is not None:
-            self._cache.put(key, stored)
+            slim = self._by_reference and not whole
+            self._cache.put(key, stored.without_body() if slim else stored)
         return stored
+
+    def _remake(self, sources: dict[bytes, object], digest: bytes) -> bytes:
+        """A left-out body (`AuditRecord.remake`). Only the cached path leaves one out, and
+        its redaction (`Redactor.value`) is a function of the text: the same bytes again."""
+        data = _encode(sources[digest], self.redactor.value)
+        if message_digest(data) != digest:
+            raise ValueError("a message redacted again gave other bytes than its hash")
+        return data
 
     def _response(self, entry: ExchangeRecord) -> tuple[dict[str, Any] | None, Any]:
         body = audit_response(entry)
         if body is None:
             return None, None
         if entry.status is not None and entry.status >= 400:
-            return None, _error_body(body)
+            return None, error_body(body)
         if not self.store_responses:
             return None, None
         if isinstance(body, str):
@@ -215,6 +243,12 @@ class RecordBuilder:
         # Cut short: by the accumulator's byte cap, or because the response never ended.
         truncated = isinstance(body, BodyCapture) and body.truncated
         return {**parsed._asdict(), "truncated": truncated or entry.incomplete is not None}, None
+
+
+def _encode(msg: object, clean: Clean) -> bytes:
+    # orjson's result keeps a 4 KiB allocation whatever its length; the cache holds an
+    # exact-size copy, so its byte budget is what it really uses.
+    return bytes(memoryview(orjson.dumps(clean(msg), option=orjson.OPT_SORT_KEYS)))
 
 
 def _metadata(entry: ExchangeRecord, stamps: Stamps) -> dict[str, Any]:
@@ -265,36 +299,3 @@ def audit_response(entry: ExchangeRecord) -> Response:
     if entry.error is not None and entry.status is not None and entry.status >= 400:
         return entry.error  # the proxy's own error (e.g. upstream_timeout): its code
     return None
-
-
-def _actions(actions: Sequence[Action], clean: Clean) -> list[dict[str, Any]]:
-    """The actions as the audit shows them, their strings redacted (a reason may quote a
-    tool name the client chose), not their indexes (thousands, in a long history); each
-    distinct string once (the actions of one turn repeat a few reasons)."""
-    done: dict[str, Any] = {}
-
-    def text(value: str) -> Any:
-        if value not in done:
-            done[value] = clean(value)
-        return done[value]
-
-    return [
-        {
-            "curator": text(a.curator),
-            "kind": text(a.kind),
-            "indexes": list(a.indexes),
-            "tokens_removed": a.tokens_removed,
-            "reason": text(a.reason),
-        }
-        for a in actions
-    ]
-
-
-def _error_body(body: BodyCapture | bytes | str) -> Any:
-    if isinstance(body, str):
-        return body[:ERROR_TEXT_LIMIT]
-    data = body.data() if isinstance(body, BodyCapture) else body
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return data[:ERROR_TEXT_LIMIT].decode("utf-8", "replace")

@@ -41,6 +41,31 @@ def blobs_of(record: AuditRecord) -> tuple[StoredMessage, ...]:
     return blobs if record.tools is None else (*blobs, record.tools)
 
 
+class Bodies:
+    """A batch's message bodies by digest, for a store that keeps each message once. A
+    body its record left out (`RecordBuilder`'s `by_reference`) is made again only when
+    asked for: when the store turns out not to have it."""
+
+    __slots__ = ("_data", "_left_out")
+
+    def __init__(self) -> None:
+        self._data: dict[bytes, bytes] = {}
+        self._left_out: dict[bytes, AuditRecord] = {}
+
+    def add(self, record: AuditRecord, messages: Sequence[StoredMessage]) -> None:
+        self._data.update((m.digest, m.data) for m in messages if m.data is not None)
+        if record.remake is not None:
+            self._left_out.update((m.digest, record) for m in messages if m.data is None)
+
+    def __getitem__(self, digest: bytes) -> bytes:
+        data = self._data.get(digest)
+        if data is not None:
+            return data
+        remake = self._left_out[digest].remake
+        assert remake is not None  # only records that can remake are listed
+        return remake(digest)
+
+
 def tools_digest(fields: bytes) -> list[bytes]:
     """The digest of the tools blob a stored record's fields reference (none or one)."""
     if TOOLS_REF.encode() not in fields:  # most records of a store without tools: no parse
@@ -110,3 +135,6 @@ class SinkType:
     """An own key that may give the location instead of `path` (postgres: `dsn`)."""
     migrate: Migrator | None = None
     """For stores with a versioned schema (`curator audit migrate`)."""
+    by_reference: bool = False
+    """The store keeps each message once, by digest: its records need not carry the bodies
+    of messages the writer has seen before (`RecordBuilder`'s `by_reference`)."""

@@ -75,4 +75,5 @@ SINK = SinkType(
     retention=("retention_days", "max_age_days"),
     location_key="dsn",
     migrate=_migrate,
+    by_reference=True,
 )

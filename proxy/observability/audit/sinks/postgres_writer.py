@@ -27,7 +27,7 @@ import psycopg
 
 from proxy.observability.audit.entry import AuditRecord
 from proxy.observability.audit.sinks import postgres_schema as schema
-from proxy.observability.audit.sinks.base import StoreUnavailable, blobs_of, stored_fields
+from proxy.observability.audit.sinks.base import Bodies, StoreUnavailable, blobs_of, stored_fields
 
 PRUNE_BATCH = 500
 KNOWN_MAX = 50_000
@@ -97,11 +97,12 @@ class PostgresSink:
     def write_many(self, records: Sequence[AuditRecord]) -> None:
         """All of `records` in one transaction; those already stored are skipped."""
         columns: list[list[Any]] = [[] for _ in range(12)]
-        bodies: dict[bytes, bytes] = {}
+        bodies = Bodies()
         used: dict[bytes, float] = {}
         for record in records:
-            for message in blobs_of(record):
-                bodies[message.digest] = message.data
+            messages = blobs_of(record)
+            bodies.add(record, messages)
+            for message in messages:
                 used[message.digest] = max(record.time, used.get(message.digest, record.time))
             original = b"".join(m.digest for m in record.original)
             curated = None if record.curated is None else b"".join(m.digest for m in record.curated)
@@ -117,7 +118,7 @@ class PostgresSink:
                 column.append(value)
         with self._mapped():
             conn = self._connection()
-            digests = sorted(d for d in bodies if not self._fresh(d, used[d]))
+            digests = sorted(d for d in used if not self._fresh(d, used[d]))
             upsert = (digests, [used[d] for d in digests], [bodies[d] for d in digests])
             with conn.transaction():
                 if digests:

@@ -27,6 +27,7 @@ from typing import Any
 from proxy.observability.audit.entry import AuditRecord
 from proxy.observability.audit.sinks.base import (
     DIGEST_SIZE,
+    Bodies,
     Retention,
     Sink,
     SinkType,
@@ -103,12 +104,12 @@ class SqliteSink:
         """All of `records` in one transaction: messages first (each distinct one once)."""
         conn = self._connection()
         refs: Counter[bytes] = Counter()
-        bodies: dict[bytes, bytes] = {}
+        bodies = Bodies()
         rows = []
         for record in records:
             messages = blobs_of(record)
             refs.update(m.digest for m in messages)
-            bodies.update((m.digest, m.data) for m in messages)
+            bodies.add(record, messages)
             curated = record.curated
             rows.append(
                 (
@@ -181,6 +182,7 @@ SINK = SinkType(
     default_path="curator-audit.db",
     retention=("retention_days", "max_age_days", "max_bytes"),
     migrate=migrate_file,
+    by_reference=True,
 )
 __all__ = [
     "BUSY_TIMEOUT_MS",

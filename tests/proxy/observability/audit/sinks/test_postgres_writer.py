@@ -7,6 +7,7 @@ end: test_postgres.py."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -228,6 +229,25 @@ def test_messages_stored_recently_are_not_sent_again_until_the_slack_passes(
     assert conn.statements()[2] == [INSERT_RECORDS]  # both still fresh
     sink.write_many([rec("r4", T0 + SLACK, [old])])
     assert upserted(conn, 3)[:2] == ([old.digest], [T0 + SLACK])  # last_used due a raise
+
+
+def test_a_left_out_body_is_made_again_only_when_it_must_be_sent(
+    sink: PostgresSink, db: Database
+) -> None:
+    """A by-reference record (`RecordBuilder`) leaves out the bodies of messages its cache
+    knew; the sink asks for one only when the message is not known fresh in the store."""
+    known, unknown = msg("known"), msg("unknown")
+    made: list[bytes] = []
+
+    def remake(digest: bytes) -> bytes:
+        made.append(digest)
+        return {known.digest: known.data, unknown.digest: unknown.data}[digest] or b""
+
+    sink.write_many([rec("r1", T0, [known])])
+    left_out = [known.without_body(), unknown.without_body()]
+    sink.write_many([dataclasses.replace(rec("r2", T0 + 1, left_out), remake=remake)])
+    assert made == [unknown.digest]  # `known` is fresh: its body is not needed
+    assert upserted(db.conns[0]) == ([unknown.digest], [T0 + 1], [unknown.data])
 
 
 def test_a_new_connection_forgets_what_the_last_one_stored(
