@@ -103,8 +103,7 @@ class RecordBuilder:
         self.store_responses = store_responses
         self._cache = MessageCache(cache_bytes)
         self._by_reference = by_reference
-        """The store keeps each message once, by hash: the cache keeps no bodies, and a
-        record leaves out those of the messages the cache knew (`StoredMessage.data`)."""
+        """The store keeps messages by hash: no bodies cached nor recorded for cache hits."""
         self._sources: dict[bytes, object] = {}
         """The record being built: each left-out body's message, to redact it again."""
         self._stamps = Stamps()
@@ -195,8 +194,8 @@ class RecordBuilder:
             return None, {"tools": None, "tools_digest": None}
         key = raw_digest(tools)
         stored = self._message(tools, clean, cached, key, whole=True)
-        data = stored.data or b"null"  # never None: `whole`
-        return stored, {"tools": orjson.Fragment(data), "tools_digest": key.hex()}
+        assert stored.data is not None  # `whole`: the fields quote them
+        return stored, {"tools": orjson.Fragment(stored.data), "tools_digest": key.hex()}
 
     def _message(
         self, msg: object, clean: Clean, cached: bool, key: bytes | None = None, whole: bool = False
