@@ -30,9 +30,10 @@ from tests.proxy.observability.audit.sinks.test_sqlite import T0, growing_conver
 WAIT_S = 60.0
 
 
-@pytest.fixture
-def builder() -> RecordBuilder:
-    return RecordBuilder(Redactor.build())
+@pytest.fixture(params=[False, True], ids=["by_value", "by_reference"])
+def builder(request: pytest.FixtureRequest) -> RecordBuilder:
+    """Both builders: the store's own (`by_reference`) and one that keeps every body."""
+    return RecordBuilder(Redactor.build(), by_reference=request.param)
 
 
 def counts(dsn: str) -> tuple[int, int]:
@@ -131,7 +132,7 @@ from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.postgres_writer import PostgresSink
 
 dsn, name, count, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-builder = RecordBuilder(Redactor.build())
+builder = RecordBuilder(Redactor.build(), by_reference=True)
 sink = PostgresSink(dsn)
 system = {"role": "system", "content": "shared system prompt " * 50}
 i = 0

@@ -51,9 +51,11 @@ def record(
     return builder.build(audited(id=rid, time=at, route="r", original=messages, **kw))
 
 
-@pytest.fixture
-def builder() -> RecordBuilder:
-    return RecordBuilder(Redactor.build())
+@pytest.fixture(params=[False, True], ids=["by_value", "by_reference"])
+def builder(request: pytest.FixtureRequest) -> RecordBuilder:
+    """Both builders: the store's own (`by_reference`, which leaves the bodies of messages
+    its cache knew out of a record) and the one JSONL uses, which keeps every body."""
+    return RecordBuilder(Redactor.build(), by_reference=request.param)
 
 
 @pytest.fixture
