@@ -26,6 +26,9 @@ class CountingTrim:
     def __call__(self) -> None:
         self.calls += 1
 
+    def close(self) -> None:
+        pass
+
 
 @pytest.fixture
 def offload() -> Iterator[CurationThread]:
