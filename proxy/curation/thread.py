@@ -37,4 +37,3 @@ class CurationThread:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self.trim.close()

@@ -185,7 +185,6 @@ class AuditWriter:
                     next_prune = time.monotonic() + self._prune()
         finally:
             self._close_sink()
-            self._trim.close()
 
     def _take(self, wait: float) -> list[ExchangeRecord | Job | None]:
         """The next batch: what the window gathered after the first entry (None, the stop

@@ -26,9 +26,6 @@ class CountingTrim:
     def __call__(self) -> None:
         self.calls += 1
 
-    def close(self) -> None:
-        pass
-
 
 @pytest.fixture
 def offload() -> Iterator[CurationThread]:
