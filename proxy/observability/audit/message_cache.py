@@ -43,7 +43,7 @@ link (measured: ~230 bytes on CPython 3.11)."""
 @dataclass(slots=True)
 class MessageCache:
     """LRU of redacted messages keyed by the raw message's hash, bounded in bytes: each
-    entry counts its body plus `entry_bytes`.
+    entry counts its body plus `ENTRY_BYTES`.
 
     Agents resend their whole history every turn; without this the writer would redact
     the same messages again on every request. For a store that keeps bodies by reference
@@ -52,7 +52,6 @@ class MessageCache:
     """
 
     max_bytes: int
-    entry_bytes: int = ENTRY_BYTES
     size: int = 0
     items: OrderedDict[bytes, StoredMessage] = field(default_factory=OrderedDict)
 
@@ -75,7 +74,7 @@ class MessageCache:
             self.size -= self.cost(old)
 
     def cost(self, message: StoredMessage) -> int:
-        return self.entry_bytes + len(message.data or b"")
+        return ENTRY_BYTES + len(message.data or b"")
 
 
 def message_digest(data: bytes) -> bytes:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy.observability.audit.message_cache import (
+    ENTRY_BYTES,
     MessageCache,
     StoredMessage,
     message_digest,
@@ -22,73 +23,78 @@ def stored(size: int, fill: bytes = b"x") -> StoredMessage:
     return StoredMessage(message_digest(data), data)
 
 
+def cost(size: int) -> int:
+    """What an entry with a body of `size` bytes counts against the budget."""
+    return ENTRY_BYTES + size
+
+
 def key(n: int) -> bytes:
     return n.to_bytes(16, "big")
 
 
 def held_bytes(cache: MessageCache) -> int:
-    return sum(cache.cost(v) for v in cache.items.values())
-
-
-def bodies_only(budget: int) -> MessageCache:
-    """A cache that counts bodies only: the budget arithmetic below in round figures."""
-    return MessageCache(budget, entry_bytes=0)
+    return sum(cost(len(v.data or b"")) for v in cache.items.values())
 
 
 def test_a_miss_is_none_and_a_hit_is_the_very_object_put() -> None:
-    cache = bodies_only(1000)
+    cache = MessageCache(10_000)
     value = stored(10)
     assert cache.get(key(1)) is None
     cache.put(key(1), value)
     assert cache.get(key(1)) is value
     assert cache.get(key(2)) is None
-    assert cache.size == 10
+    assert cache.size == cost(10)
+
+
+def test_an_entry_without_a_body_counts_its_overhead_only() -> None:
+    cache = MessageCache(10_000)
+    cache.put(key(1), stored(1000).without_body())
+    assert cache.size == ENTRY_BYTES
 
 
 def test_an_entry_of_exactly_a_quarter_of_the_budget_is_kept_one_byte_more_is_not() -> None:
-    cache = bodies_only(400)
+    cache = MessageCache(4 * cost(100))
     cache.put(key(1), stored(100))
     cache.put(key(2), stored(101))
     assert cache.get(key(1)) is not None
     assert cache.get(key(2)) is None
-    assert (cache.size, list(cache.items)) == (100, [key(1)])
+    assert (cache.size, list(cache.items)) == (cost(100), [key(1)])
 
 
 def test_the_quarter_rounds_down() -> None:
-    cache = bodies_only(403)  # 403 // 4 == 100
+    cache = MessageCache(4 * cost(100) + 3)  # a quarter of it rounds down to cost(100)
     cache.put(key(1), stored(101))
     assert cache.get(key(1)) is None
     assert cache.size == 0
 
 
-def test_a_zero_budget_keeps_only_empty_messages() -> None:
-    cache = bodies_only(0)
+def test_a_zero_budget_keeps_nothing() -> None:
+    cache = MessageCache(0)  # audit.cache_bytes: 0
     cache.put(key(1), stored(1))
-    cache.put(key(2), stored(0))
-    assert cache.get(key(1)) is None
-    assert cache.get(key(2)) == stored(0)
+    cache.put(key(2), stored(0).without_body())
+    assert cache.items == {}
     assert cache.size == 0
 
 
 def test_filling_exactly_to_the_budget_evicts_nothing() -> None:
-    cache = bodies_only(100)
+    cache = MessageCache(4 * cost(25))
     for n in range(4):
         cache.put(key(n), stored(25))
-    assert cache.size == 100
+    assert cache.size == 4 * cost(25)
     assert list(cache.items) == [key(0), key(1), key(2), key(3)]
 
 
-def test_one_byte_past_the_budget_evicts_the_least_recently_put() -> None:
-    cache = bodies_only(100)
+def test_one_entry_past_the_budget_evicts_the_least_recently_put() -> None:
+    cache = MessageCache(4 * cost(25))
     for n in range(4):
         cache.put(key(n), stored(25))
     cache.put(key(4), stored(1))
     assert list(cache.items) == [key(1), key(2), key(3), key(4)]
-    assert cache.size == 76
+    assert cache.size == 3 * cost(25) + cost(1)
 
 
 def test_a_hit_moves_the_entry_to_the_young_end() -> None:
-    cache = bodies_only(100)
+    cache = MessageCache(4 * cost(25))
     for n in range(4):
         cache.put(key(n), stored(25))
     assert cache.get(key(0)) is not None  # now the most recently used
@@ -98,7 +104,7 @@ def test_a_hit_moves_the_entry_to_the_young_end() -> None:
 
 
 def test_a_miss_does_not_reorder() -> None:
-    cache = bodies_only(100)
+    cache = MessageCache(4 * cost(25))
     cache.put(key(0), stored(25))
     cache.put(key(1), stored(25))
     assert cache.get(key(9)) is None
@@ -106,13 +112,14 @@ def test_a_miss_does_not_reorder() -> None:
 
 
 def test_a_big_entry_evicts_as_many_old_ones_as_it_needs() -> None:
-    cache = bodies_only(100)
+    cache = MessageCache(10 * cost(10))
     for n in range(10):
         cache.put(key(n), stored(10))
-    cache.put(key(10), stored(25))
-    # 125 bytes: three 10-byte entries go (95 <= 100), not more.
+    cache.put(key(10), stored(400))
+    # It needs more than two entries' room and at most three's: three go, not more.
+    assert 2 * cost(10) < cost(400) <= 3 * cost(10)
     assert list(cache.items) == [key(n) for n in range(3, 11)]
-    assert cache.size == 95
+    assert cache.size == 7 * cost(10) + cost(400)
 
 
 def test_message_digest_is_a_16_byte_blake2b() -> None:
@@ -142,26 +149,26 @@ def test_raw_digest_sorts_nested_keys_and_keys_lists_too() -> None:
 # -- properties ---------------------------------------------------------------------------
 
 operations = st.lists(
-    st.tuples(st.integers(0, 15), st.integers(0, 40)),  # (key, size of its message)
+    st.tuples(st.integers(0, 15), st.integers(0, 600)),  # (key, size of its message)
     max_size=60,
 )
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(0, 160), operations)
+@given(st.integers(0, 6000), operations)
 def test_used_as_the_builder_uses_it_the_cache_never_holds_more_than_its_budget(
     budget: int, ops: list[tuple[int, int]]
 ) -> None:
     """The builder puts a key only after `get` missed it: then `size` is exactly what the
     entries hold, never more than the budget, and a key just put (if small enough) is there."""
-    cache = bodies_only(budget)
+    cache = MessageCache(budget)
     for k, size in ops:
         if cache.get(key(k)) is not None:
             continue
         value = stored(size)
         cache.put(key(k), value)
         assert cache.size == held_bytes(cache) <= budget
-        if size <= budget // 4:
+        if cost(size) <= budget // 4:
             assert cache.items[key(k)] is value
             assert next(reversed(cache.items)) == key(k)
         else:
@@ -169,10 +176,10 @@ def test_used_as_the_builder_uses_it_the_cache_never_holds_more_than_its_budget(
 
 
 def test_putting_a_held_key_again_replaces_its_size() -> None:
-    cache = bodies_only(100)
+    cache = MessageCache(4 * cost(25))
     for _ in range(4):
         cache.put(key(1), stored(25))
-    assert cache.size == held_bytes(cache) == 25
+    assert cache.size == held_bytes(cache) == cost(25)
     cache.put(key(2), stored(25))
     assert cache.get(key(1)) is not None  # nothing was evicted for phantom bytes
 
