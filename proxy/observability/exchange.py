@@ -46,7 +46,7 @@ class ExchangeRecord:
     """What happened to one request: routing, curation, the upstream's answer, timings.
 
     The app fills the exchange's fields, `proxy.curation` the curation's; the metrics and
-    the audit log read it (the audit's redacted form is built from it in its writer thread).
+    the audit log read it (the audit's redacted form is built from it once it ended).
     """
 
     id: str
@@ -68,6 +68,9 @@ class ExchangeRecord:
     """Why curation was skipped (`x-curator-skipped`), None when it ran or did not apply."""
     body: Mapping[str, Any] | None = None
     """The parsed request as the client sent it (a reference)."""
+    request_bytes: int | None = None
+    """The size of the request body as the client sent it; None for a model call the proxy
+    made itself."""
     facts: Mapping[str, Any] | None = None
     """What the budget read of it, in chat-completions form (`WireRequest.facts`): tools
     and output limits, which the spend's counterfactual and the audit's budget fields keep."""
@@ -124,6 +127,14 @@ class ExchangeRecord:
     subcall: Literal["summary", "rescued"] | None = None
     """What such a call was: a summarizer's, or the attempt an overflow rescue replaced
     (`rescued`); None for a client's request."""
+
+    def wire_bytes(self) -> int | None:
+        """The request's and the kept response's bytes; None when the request's are unknown."""
+        if self.request_bytes is None:
+            return None
+        response = self.response
+        kept = response.size if isinstance(response, BodyCapture) else len(response or "")
+        return self.request_bytes + kept
 
     def usage(self) -> Usage | None:
         """The token usage the upstream reported, read from `tail` by the protocol."""

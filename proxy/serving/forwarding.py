@@ -86,6 +86,7 @@ class _Exchange:
         try:
             target = checked_target(self.scope)  # before the body: nothing to read for
             body = await read_body(receive, self.edge.max_body_bytes)
+            record.request_bytes = len(body)
             request = await self._prepare(body, target)
             edge = self.edge
             client = self._rescuing(request)

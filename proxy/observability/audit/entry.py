@@ -3,11 +3,11 @@
 The audit reads the `ExchangeRecord` the request filled, the one the metrics read too,
 with its references to what the proxy already had: the parsed message lists, the response
 accumulator or body, the client's Authorization value. All the work (assembling the
-response, redacting, serializing, hashing) happens in the writer thread through
-`RecordBuilder`; the audit's names for the record's fields are given here, once
-(`_metadata`, `audit_kind`, `audit_mode`, `audit_response`). Redaction never fails open:
-if it raises, the record is written with every client or upstream string masked, or
-without that content at all.
+response, redacting, serializing, hashing) happens in `RecordBuilder` once the exchange
+ended (`audit.building`: on which thread); the audit's names for the record's fields are
+given here, once (`_metadata`, `audit_kind`, `audit_mode`, `audit_response`). Redaction
+never fails open: if it raises, the record is written with every client or upstream
+string masked, or without that content at all.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class AuditRecord:
 
 
 class RecordBuilder:
-    """Turns entries into redacted records. Used by the writer thread only."""
+    """Turns entries into redacted records, for one thread at a time (`audit.building`)."""
 
     def __init__(
         self,

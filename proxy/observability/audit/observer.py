@@ -1,6 +1,6 @@
 """The audit's reading of a finished exchange: `AuditObserver` submits a curated exchange's
-one `ExchangeRecord` as it is (the audit's record is built from it in the writer thread,
-`proxy.observability.audit.entry`), plus a record of each model call made on its behalf:
+one `ExchangeRecord` as it is (the audit's record is built from it by the writer,
+`proxy.observability.audit.building`), plus a record of each model call made on its behalf:
 a summarizer's (kind "summarizer") and an attempt an overflow rescue replaced, each linked
 by `parent_id`. Those only reference what the request's record holds.
 """

@@ -1,12 +1,13 @@
 """The audit writer: a bounded queue drained by one background thread, off the request path.
 
 `submit` runs on the request path, so it never blocks and never raises: when the queue is
-full the entry is dropped and counted. Building the record (assembling the response,
-redaction, serialization) and writing it happen in the thread, in batches: woken by an
-entry, the thread lets `batch_window_s` pass, then builds everything queued and writes it
-in one go (one SQLite transaction). Measured on small requests at ~4,000/s, one
-transaction and one thread wake-up per record cost ~150 us of CPU per request on the
-proxy's core; batched, ~20 us. A batch the sink rejects counts its records as failed and
+full the entry is dropped and counted. Building a record (assembling the response,
+redaction, serialization) happens in the thread, in batches: woken by an entry, the thread
+lets `batch_window_s` pass, then builds everything queued and writes it in one go (one
+SQLite transaction). Measured on small requests at ~4,000/s, one transaction and one thread
+wake-up per record cost ~150 us of CPU per request on the proxy's core; batched, ~20 us.
+A small exchange's record is built in `submit` instead, when the thread is not building
+(`proxy.observability.audit.building`). A batch the sink rejects counts its records as failed and
 logs loudly, at a bounded rate; the proxy keeps serving. A store that is unavailable
 (`StoreUnavailable`: database down, connection lost, disk full, read-only, an unwritable
 path) keeps its batch: the thread retries it with backoff while new entries wait in the
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from proxy.heap import HeapTrim
+from proxy.observability.audit.building import Building
 from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.health import HealthDetail, StoreHealth
 from proxy.observability.audit.ratelog import RateLimitedLog
@@ -43,6 +45,7 @@ log = logging.getLogger("curator.audit")
 
 WriteOutcome = Literal["written", "dropped", "failed"]
 Job = Callable[[], None]
+Queued = ExchangeRecord | AuditRecord | Job | None
 PRUNE_INTERVAL_S = 300.0
 BATCH_WINDOW_S = 0.02
 """How long the thread waits, once woken, for more entries to write with the first."""
@@ -79,13 +82,13 @@ class AuditWriter:
         report: RateLimitedLog | None = None,
     ) -> None:
         self._sink = sink
-        self._builder = builder
-        self._queue: queue.Queue[ExchangeRecord | Job | None] = queue.Queue(max_queue)
+        self._queue: queue.Queue[Queued] = queue.Queue(max_queue)
         self._prune_interval = prune_interval_s
         self._batch_window = batch_window_s
         self._trim = HeapTrim()
         self._on_outcome = on_outcome
         self._report = report or RateLimitedLog(log)
+        self._building = Building(builder, self._report, self._failed)
         self._counts: dict[WriteOutcome, int] = {"written": 0, "dropped": 0, "failed": 0}
         self._lock = threading.Lock()
         self._closed = False
@@ -101,7 +104,9 @@ class AuditWriter:
         """Queue an entry; False (and counted as dropped) if the queue is full or closed."""
         try:
             if not self._closed:
-                self._queue.put_nowait(entry)
+                built = self._building.here(entry)
+                if built is not None:
+                    self._queue.put_nowait(built)
                 return True
             reason = "the audit writer is closed"
         except queue.Full:
@@ -186,7 +191,7 @@ class AuditWriter:
         finally:
             self._close_sink()
 
-    def _take(self, wait: float) -> list[ExchangeRecord | Job | None]:
+    def _take(self, wait: float) -> list[Queued]:
         """The next batch: what the window gathered after the first entry (None, the stop
         marker, ends a batch). Raises queue.Empty when nothing came within `wait`."""
         batch = [self._queue.get(timeout=wait)]
@@ -204,7 +209,7 @@ class AuditWriter:
         if not self._closing.wait(self._retry_in):
             self._store(self._held, final=False)
             return False
-        queued: list[ExchangeRecord | Job] = []
+        queued: list[ExchangeRecord | AuditRecord | Job] = []
         with contextlib.suppress(queue.Empty):
             while True:
                 entry = self._queue.get_nowait()
@@ -213,34 +218,27 @@ class AuditWriter:
         self._store([*self._held, *self._build(queued)], final=True)
         return True
 
-    def _build(self, entries: Sequence[ExchangeRecord | Job]) -> list[AuditRecord]:
-        """The records of `entries`; the jobs among them run in their place."""
+    def _build(self, entries: Sequence[ExchangeRecord | AuditRecord | Job]) -> list[AuditRecord]:
+        """The records of `entries` (some built already); the jobs among them run in their
+        place."""
         records: list[AuditRecord] = []
         yielded = time.perf_counter()
         for entry in entries:
             if time.perf_counter() - yielded > YIELD_AFTER_S:
                 time.sleep(0)  # hands the GIL over to the event loop, if it waits for it
                 yielded = time.perf_counter()
-            if not isinstance(entry, ExchangeRecord):
+            if isinstance(entry, ExchangeRecord):
+                record = self._building.record(entry)
+            elif isinstance(entry, AuditRecord):
+                record = entry
+            else:
+                record = None
                 try:
                     entry()
                 except Exception:  # a bug in one job must not stop the audit
                     log.exception("audit: a bookkeeping job failed")
-                continue
-            try:
-                record = self._builder.build(entry)
-            except Exception as exc:  # one bad entry must not cost the others
-                self._failed(exc)
-                continue
-            if record.fields.get("redaction") == "failed":
-                self._report(
-                    "masked",
-                    logging.ERROR,
-                    "audit: redaction failed (%s); request %s is stored with its text masked",
-                    self._builder.last_failure,
-                    entry.id,
-                )
-            records.append(record)
+            if record is not None:
+                records.append(record)
         return records
 
     def _store(self, records: list[AuditRecord], *, final: bool) -> None:

@@ -253,6 +253,15 @@ def test_observers_get_one_record_per_exchange(upstream: Upstream) -> None:
     assert record.original is None
 
 
+def test_the_record_knows_the_request_body_size_as_sent(upstream: Upstream) -> None:
+    records: list[ExchangeRecord] = []
+    with client_for(upstream, observers=(records.append,)) as client:
+        client.post("/v1/embeddings", content=b"x" * 37)
+        client.get("/v1/models")
+    assert [r.request_bytes for r in records] == [37, 0]
+    assert records[0].wire_bytes() == 37  # nothing of the response kept: no audit here
+
+
 def test_a_failing_observer_is_logged_and_does_not_affect_others(
     upstream: Upstream, caplog: pytest.LogCaptureFixture
 ) -> None:

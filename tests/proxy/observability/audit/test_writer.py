@@ -316,7 +316,7 @@ def test_open_audit_builds_a_working_writer(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
     w = open_audit(AuditConfig(path=str(path), max_queue=5, cache_bytes=12345))
     assert w is not None
-    assert w._builder._cache.max_bytes == 12345  # audit.cache_bytes reaches the builder
+    assert w._building._builder._cache.max_bytes == 12345  # audit.cache_bytes reaches the builder
     w.submit(entry(1))
     assert w.close(WAIT)
     with closing(sqlite3.connect(path)) as conn:
