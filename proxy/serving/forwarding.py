@@ -229,7 +229,8 @@ class _Exchange:
         headers = self.scope["headers"]
         measured = (record.keys, record.counts)
         sent = Sent.of(record.model, record.facts, original, headers, from_wire(usage), *measured)
-        return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals)
+        now = record.small()  # at once: cheaper than handing it to a thread
+        return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals, now)
 
 
 async def send_error(send: Send, err: ProxyError, headers: Sequence[tuple[bytes, bytes]]) -> None:

@@ -1,5 +1,6 @@
-"""Where an audit record is built: in the writer's thread, or, for a small exchange, right
-away on the request's own thread (`Building.here`, from `AuditWriter.submit`).
+"""Where an audit record is built: in the writer's thread, or, for a small exchange
+(`ExchangeRecord.small`), right away on the request's own thread (`Building.here`, from
+`AuditWriter.submit`).
 
 The thread batches its work and yields the GIL every half millisecond, yet each of its turns
 interrupts the event loop. For a small record that costs the loop more than building it:
@@ -7,8 +8,11 @@ measured on small passthrough requests, flat out on one core, handing every reco
 thread meant ~0.4 forced context switches of the loop a request, against ~0.1 with small
 records built here, and 8-27% fewer requests a second (README, Performance).
 
-One `RecordBuilder` serves both: its cache is one thread's at a time (`_lock`). The event
-loop never waits for it: while the thread builds, the entry goes to the thread.
+A record of a ~2 KB request builds in ~30 us, and in ~70-160 us at 4 KB with every message
+never seen; it is the never-seen text that costs (~1 ms for 18 KB), so bigger records stay
+in the thread. One `RecordBuilder` serves both: its cache is one thread's at a time
+(`_lock`). The event loop never waits for it: while the thread builds, the entry goes to
+the thread.
 """
 
 from __future__ import annotations
@@ -20,11 +24,6 @@ from collections.abc import Callable
 from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.ratelog import RateLimitedLog
 from proxy.observability.exchange import ExchangeRecord
-
-INLINE_BYTES = 4096
-"""Up to this size (request and kept response) a record is built `here`. A record of a
-~2 KB request builds in ~30 us, and ~70-160 us at 4 KB with every message never seen; it
-is the never-seen text that costs (~1 ms for 18 KB), so bigger records stay in the thread."""
 
 
 class Building:
@@ -48,8 +47,8 @@ class Building:
         """A small exchange's record, when the builder is free; else the entry itself, for
         the thread. None when building failed (counted). A record whose counterfactual is
         not computed yet goes to the thread too: the thread computes them in order."""
-        size, spend = entry.wire_bytes(), entry.spend
-        if size is None or size > INLINE_BYTES or (spend is not None and not spend.deferred.ready):
+        spend = entry.spend
+        if not entry.small() or (spend is not None and not spend.deferred.ready):
             return entry
         if not self._lock.acquire(blocking=False):
             return entry

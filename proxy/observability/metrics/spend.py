@@ -1,8 +1,9 @@
 """The spend families: upstream-reported tokens and money, actual and uncurated.
 
 Fed from each chat exchange's `Spend` (`proxy.observability.usage.spend`), streamed or not.
-Tokens and the actual cost are counted on the event loop; the uncurated cost is computed and
-counted off the loop a moment later, by the spend thread (`SpendThread`) or, with the
+Tokens and the actual cost are counted on the event loop; the uncurated cost too when it is
+known already (a passthrough, a small exchange: `ExchangeRecord.small`), else it is computed
+and counted off the loop a moment later, by the spend thread (`SpendThread`) or, with the
 audit on, the audit writer's thread it hands its jobs to (`SpendThread.share`). The `model` label
 is the `prices:` glob that priced the request (`gpt-4o*`), `other` for a model without a
 price: globs come from the config and the built-in table, never from a client.

@@ -118,20 +118,25 @@ class Spend:
     deferred: Deferred
 
     def counterfactual(self) -> Counterfactual:
-        """Computes on first call: call it off the event loop."""
+        """Computes on first call: off the event loop, unless the exchange is small."""
         return self.deferred.get()
 
 
 def account(
-    sent: Sent, counter: TokenCounter, prices: PriceTable, history: Counterfactuals
+    sent: Sent,
+    counter: TokenCounter,
+    prices: PriceTable,
+    history: Counterfactuals,
+    now: bool = False,
 ) -> Spend:
-    """The exchange's spend: usage and actual cost now, the counterfactual deferred."""
+    """The exchange's spend: usage and actual cost now, the counterfactual deferred (unless
+    `now`, or there is nothing to count)."""
     found = prices.find(sent.model)
     price = found[1] if found is not None else None
     actual = cost(sent.usage, price) if price is not None and sent.usage is not None else None
     deferred = Deferred(sent, counter, history, price)
-    if sent.original is None:
-        deferred.get()  # nothing to count: the uncurated request is the one sent
+    if now or sent.original is None:  # none: the uncurated request is the one sent
+        deferred.get()
     return Spend(
         usage=sent.usage,
         price_model=found[0] if found is not None else None,

@@ -22,7 +22,7 @@ from proxy.config.audit import AuditConfig
 from proxy.config.loader import Config, Route, RouteMatch, ServerConfig, UpstreamConfig
 from proxy.curation.plan import CurationSetup
 from proxy.errors import ProxyError, method_not_allowed, upstream_timeout, upstream_unreachable
-from proxy.observability.exchange import ExchangeRecord
+from proxy.observability.exchange import SMALL_BYTES, ExchangeRecord
 from proxy.serving import forwarding
 from proxy.serving.edge import Edge
 from proxy.serving.forwarding import proxy_endpoint, send_error
@@ -484,6 +484,19 @@ async def test_a_curated_exchange_teaches_the_calibration_and_counts_its_counter
     (sent,) = spent
     assert sent.original is record.original is not None
     assert record.spend is not None
+
+
+@pytest.mark.parametrize(("turns", "at_once"), [(0, True), (3, False)])
+async def test_a_small_exchange_has_its_counterfactual_at_once(turns: int, at_once: bool) -> None:
+    records: list[ExchangeRecord] = []
+    config = make_config(Route("default", "main", "trim"))
+    edge = make_edge(config, FakeClient(), observers=[records.append])
+    body = chat_body(turns=turns)
+    assert (len(body) <= SMALL_BYTES) is at_once  # 3.5 KB, 4.7 KB
+    await exchange(edge, body)
+    (record,) = records
+    assert record.spend is not None
+    assert record.spend.deferred.ready is at_once  # else computed later, off the loop
 
 
 async def test_a_passthrough_policy_is_neither_calibrated_nor_given_a_counterfactual(

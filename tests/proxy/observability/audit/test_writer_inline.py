@@ -10,12 +10,11 @@ from typing import Any
 import pytest
 
 from policies.pricing import PriceTable, Usage
-from proxy.observability.audit.building import INLINE_BYTES
 from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.writer import AuditStats, AuditWriter
-from proxy.observability.exchange import ExchangeRecord
+from proxy.observability.exchange import SMALL_BYTES, ExchangeRecord
 from proxy.observability.usage.counterfactual import Counterfactuals
 from proxy.observability.usage.spend import Sent, account
 from tests import factories as f
@@ -81,8 +80,8 @@ def test_a_small_exchange_is_built_by_submit_and_written_by_the_thread() -> None
     "exchange",
     [
         pytest.param(sized(1, None), id="a call the proxy made itself (size unknown)"),
-        pytest.param(sized(1, INLINE_BYTES + 1), id="a large request"),
-        pytest.param(sized(1, INLINE_BYTES - 10, response=b"x" * 11), id="request+response"),
+        pytest.param(sized(1, SMALL_BYTES + 1), id="a large request"),
+        pytest.param(sized(1, SMALL_BYTES - 10, response=b"x" * 11), id="request+response"),
         pytest.param(sized(1, 100, spend=pending_spend()), id="counterfactual not computed"),
     ],
 )
@@ -95,7 +94,7 @@ def test_other_exchanges_are_built_in_the_thread(exchange: ExchangeRecord) -> No
 
 @pytest.mark.parametrize(
     ("kept", "where"),
-    [(b"data: [DONE]\n\n", SUBMITTER), (b"data: " + b"x" * INLINE_BYTES, "curator-audit")],
+    [(b"data: [DONE]\n\n", SUBMITTER), (b"data: " + b"x" * SMALL_BYTES, "curator-audit")],
 )
 def test_a_streamed_response_counts_the_bytes_it_kept(kept: bytes, where: str) -> None:
     capture = BodyCapture()
@@ -129,7 +128,7 @@ def test_while_the_thread_builds_a_small_exchange_goes_to_it() -> None:
 
 
 def test_records_are_written_in_submit_order_wherever_they_were_built() -> None:
-    exchanges = [sized(i, 1000 if i % 2 else INLINE_BYTES * 2) for i in range(6)]
+    exchanges = [sized(i, 1000 if i % 2 else SMALL_BYTES * 2) for i in range(6)]
     builder = ThreadNoting()
     sink, _ = written(builder, *exchanges)
     assert [r.fields["id"] for r in sink.records] == [f"r{i}" for i in range(6)]

@@ -31,6 +31,13 @@ def test_usage_and_actual_cost_are_known_at_once() -> None:
     assert not spend.deferred.ready  # the uncurated prompt waits for a thread
 
 
+def test_asked_for_now_the_counterfactual_is_known_at_once() -> None:
+    usage = Usage(input=30, cached=0, output=40)
+    spend = account(sent(HISTORY, usage), f.counter(), PRICES, Counterfactuals(), now=True)
+    assert spend.deferred.ready
+    assert spend.counterfactual().uncurated is not None
+
+
 def test_the_counterfactual_prices_the_uncurated_prompt_with_tools() -> None:
     usage = Usage(input=30, cached=0, output=40, reasoning=5)
     spend = account(sent(HISTORY, usage), f.counter(), PRICES, Counterfactuals())
