@@ -7,8 +7,8 @@ lets `batch_window_s` pass, then builds everything queued and writes it in one g
 SQLite transaction). Measured on small requests at ~4,000/s, one transaction and one thread
 wake-up per record cost ~150 us of CPU per request on the proxy's core; batched, ~20 us.
 A small exchange's record is built in `submit` instead, when the thread is not building
-(`proxy.observability.audit.building`). A batch the sink rejects counts its records as failed and
-logs loudly, at a bounded rate; the proxy keeps serving. A store that is unavailable
+(`proxy.observability.audit.building`). A batch the sink rejects counts its records as
+failed and logs loudly, at a bounded rate; the proxy keeps serving. A store that is unavailable
 (`StoreUnavailable`: database down, connection lost, disk full, read-only, an unwritable
 path) keeps its batch: the thread retries it with backoff while new entries wait in the
 queue, up to `max_queue`, past which they are dropped and counted; `health()` says so,
