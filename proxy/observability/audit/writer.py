@@ -161,7 +161,7 @@ class AuditWriter:
         # (a job there is let go: the metrics it fed are closing too).
         with contextlib.suppress(queue.Empty):
             while True:
-                if isinstance(self._queue.get_nowait(), ExchangeRecord):
+                if isinstance(self._queue.get_nowait(), ExchangeRecord | AuditRecord):
                     self._count("dropped")
         return True
 

@@ -161,3 +161,14 @@ def test_a_small_record_masked_by_broken_redaction_is_reported(
     assert sink.records[0].fields["redaction"] == "failed"
     assert "redaction failed (RuntimeError); request r1" in caplog.text
     assert KEY not in caplog.text
+
+
+@pytest.mark.parametrize("built", [True, False], ids=["built by submit", "for the thread"])
+def test_a_record_that_lands_behind_the_stop_marker_is_a_counted_drop(built: bool) -> None:
+    builder = ThreadNoting()
+    w = AuditWriter(MemorySink(), builder)
+    assert w.close(WAIT)
+    late = sized(1, 1000)
+    w._queue.put_nowait(builder.build(late) if built else late)  # as a submit racing close
+    assert w.close(WAIT)  # what closing drains after the thread stopped is counted
+    assert w.stats().dropped == 1
