@@ -36,10 +36,10 @@ def test_the_cache_keeps_a_hash_and_a_flag_per_message_not_its_body() -> None:
     first = build(builder, conversation(), "1")
     assert all(m.data is not None for m in first.original)  # a first sight carries all
     held = list(builder._cache.items.values())
-    bodies = [m for m in held if m.data is not None]
-    assert [json.loads(m.data or b"") for m in bodies] == [TOOLS]  # the fields quote them
+    bodies = [data for _, data, _ in held if data is not None]
+    assert [json.loads(data) for data in bodies] == [TOOLS]  # the fields quote them
     assert len(held) == len(first.original) + 1
-    assert builder._cache.size == ENTRY_BYTES * len(first.original) + builder._cache.cost(bodies[0])
+    assert builder._cache.size == ENTRY_BYTES * (len(first.original) + 1) + len(bodies[0])
     by_value = RecordBuilder(Redactor.build())
     build(by_value, conversation(), "1")
     saved = sum(len(m.data or b"") for m in first.original)

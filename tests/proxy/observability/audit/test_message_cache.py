@@ -3,6 +3,7 @@ quarter-budget cap on one entry, and the digests that key and address stored mes
 
 from __future__ import annotations
 
+import gc
 import hashlib
 
 import orjson
@@ -33,17 +34,31 @@ def key(n: int) -> bytes:
 
 
 def held_bytes(cache: MessageCache) -> int:
-    return sum(cost(len(v.data or b"")) for v in cache.items.values())
+    return sum(cost(len(data or b"")) for _, data, _ in cache.items.values())
 
 
-def test_a_miss_is_none_and_a_hit_is_the_very_object_put() -> None:
+def test_a_miss_is_none_and_a_hit_is_what_was_put() -> None:
     cache = MessageCache(10_000)
-    value = stored(10)
+    value = stored(10, b"[REDACTED:x]")
     assert cache.get(key(1)) is None
     cache.put(key(1), value)
-    assert cache.get(key(1)) is value
-    assert cache.get(key(2)) is None
-    assert cache.size == cost(10)
+    hit = cache.get(key(1))
+    assert hit is not None
+    assert (hit.digest, hit.data, hit.redacted) == (value.digest, value.data, True)
+    cache.put(key(2), value.without_body())
+    left_out = cache.get(key(2))
+    assert left_out is not None
+    assert (left_out.digest, left_out.data, left_out.redacted) == (value.digest, None, True)
+    assert cache.get(key(3)) is None
+    assert cache.size == cost(120) + cost(0)
+
+
+def test_the_garbage_collector_need_not_walk_the_entries() -> None:
+    cache = MessageCache(10_000)
+    cache.put(key(1), stored(10))
+    cache.put(key(2), stored(10).without_body())
+    gc.collect()  # untracks tuples of bytes and bools, as any collection does
+    assert not any(gc.is_tracked(entry) for entry in cache.items.values())
 
 
 def test_an_entry_without_a_body_counts_its_overhead_only() -> None:
@@ -169,7 +184,7 @@ def test_used_as_the_builder_uses_it_the_cache_never_holds_more_than_its_budget(
         cache.put(key(k), value)
         assert cache.size == held_bytes(cache) <= budget
         if cost(size) <= budget // 4:
-            assert cache.items[key(k)] is value
+            assert cache.items[key(k)] == (value.digest, value.data, value.redacted)
             assert next(reversed(cache.items)) == key(k)
         else:
             assert key(k) not in cache.items
