@@ -135,7 +135,7 @@ def account(
     price = found[1] if found is not None else None
     actual = cost(sent.usage, price) if price is not None and sent.usage is not None else None
     deferred = Deferred(sent, counter, history, price)
-    if now or sent.original is None:  # none: the uncurated request is the one sent
+    if now or sent.original is None:  # no original: the uncurated request is the one sent
         deferred.get()
     return Spend(
         usage=sent.usage,
