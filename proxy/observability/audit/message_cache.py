@@ -56,7 +56,7 @@ class MessageCache:
     collector stops tracking a tuple of bytes and bools, while it walks every instance of
     a class at each full collection, every thread stopped meanwhile, the event loop too. In
     a worker holding ~50,000 messages after the bench's never-seen 127k-token histories, a
-    full collection took 37-50 ms with the objects and 14-17 ms with tuples; a hit costs
+    full collection took 37-50 ms with the objects and 11-27 ms with tuples; a hit costs
     ~0.3 us more (`_stored`), ~0.08 ms of a resent 127k-token history's record.
     """
 
