@@ -14,8 +14,9 @@ metrics and audit writer (`proxy.observability.observers`); nothing lives at mod
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from typing import Any
 
 import httpx
@@ -50,11 +51,13 @@ def create_app(
     observers: Sequence[Observer] = (),
     max_body_bytes: int = MAX_BODY_BYTES,
     watch_interval_s: float | None = WATCH_INTERVAL_S,
+    on_started: Callable[[], None] = lambda: None,
 ) -> CuratorApp:
     """Build the proxy for `config`; `transport` swaps aiohttp for an httpx transport.
 
-    A config read from a file reloads when its files change (polled every
-    `watch_interval_s`; None: never) and on SIGHUP; see `proxy.serving.reload`.
+    A config read from a file reloads when its files change (polled every `watch_interval_s`;
+    None: never) and on SIGHUP (`proxy.serving.reload`). `on_started` runs once the lifespan
+    has opened everything, before any request (`curator serve` freezes what startup made).
     """
 
     inflight = Inflight()  # the guard counts, curation reads
@@ -69,12 +72,11 @@ def create_app(
                 reloading(
                     edge,
                     on_reload=seen.config_reloaded,
-                    counter_for=lambda models: TokenCounter(
-                        models, on_fallback=seen.tokenizer_fallback
-                    ),
+                    counter_for=partial(TokenCounter, on_fallback=seen.tokenizer_fallback),
                     interval_s=watch_interval_s,
                 )
             )
+            on_started()
             # A reload swaps `live.current`; each exchange reads it once, at its start.
             yield {"edge": reloader.live, "reloader": reloader, "audit": seen.audit}
 
