@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import sys
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -25,9 +27,11 @@ from bench.conversations import large_request
 from policies.cuts import fit
 from policies.digests import message_key
 from policies.encoders import Encoder, EstimatingEncoder, counter_of, load_tiktoken
+from policies.fast_bpe import FastBpeEncoder
 from policies.messages import Message
 from policies.splits import Profile, splits
 from policies.tokens import TokenCounter
+from proxy.serving.server import SWITCH_INTERVAL_S
 
 MODEL = "gpt-4o"
 
@@ -212,6 +216,47 @@ def bench_cuts(raw: bytes, encoder: Encoder, repeat: int) -> None:
         print(f"  {label:38s} {ms:8.2f} ms ({ms / whole:.2f}x)")
 
 
+def bench_gil(raw: bytes, encoder: Encoder, repeat: int) -> None:
+    """How long one count keeps every other thread (the proxy's event loop) waiting."""
+    if not isinstance(encoder, FastBpeEncoder):
+        return
+    text = "\n".join(texts_of(orjson.loads(raw)["messages"]))
+    print(f"\n== one {len(text):,}-char text: count, and the longest wait of another thread ==")
+    whole = FastBpeEncoder(encoder.name, encoder.tokenizer)
+    for label, enc in (
+        ("rs_bpe, the text in one call", whole),
+        ("rs_bpe, in pieces at split points", encoder),
+        ("tiktoken (lets the GIL go)", load_tiktoken(encoder.name)),
+    ):
+        runs = [_waited(counter_of(enc), text) for _ in range(repeat)]
+        took, waited = min(t for t, _ in runs), max(w for _, w in runs)
+        print(f"  {label:38s} {took:8.2f} ms, waited {waited:6.2f} ms at most")
+
+
+def _waited(count: Callable[[str], int], text: str) -> tuple[float, float]:
+    """(ms to count `text`, longest ms a thread asking for the GIL every 0.2 ms waited)."""
+    gaps: list[float] = []
+    done = threading.Event()
+
+    def tick() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            time.sleep(0.0002)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    time.sleep(0.005)
+    start = time.perf_counter()
+    count(text)
+    took = time.perf_counter() - start
+    done.set()
+    ticker.join()
+    return took * 1000, max(gaps) * 1000
+
+
 def bench_memory(raw: bytes, encoder: Encoder) -> None:
     body: dict[str, Any] = orjson.loads(raw)
     counter = TokenCounter(loader=lambda _name: encoder)
@@ -231,12 +276,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)  # as `curator serve` sets it
     raw = orjson.dumps(large_request())
     encoder = TokenCounter().encoder(MODEL)
     print(f"counter's encoder: {encoder.name} ({type(encoder).__name__}); body {len(raw):,} bytes")
     bench_keys(raw, args.repeat)
     bench_counting(raw, encoder, args.repeat)
     bench_cuts(raw, encoder, args.repeat)
+    bench_gil(raw, encoder, args.repeat)
     bench_memory(raw, encoder)
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -11,6 +14,7 @@ from hypothesis import strategies as st
 from policies import fast_bpe
 from policies.encoders import Encoder, counter_of, load_tiktoken
 from policies.fast_bpe import (
+    HOLD_CHARS,
     PROBE,
     PROBE_DIGESTS,
     TOKENIZER_ENV,
@@ -20,6 +24,7 @@ from policies.fast_bpe import (
     load_fast,
     tokenizer_choice,
 )
+from policies.split_rules import SPLITS
 from policies.splits import Profile, splits
 from policies.tokens import TokenCounter
 from tests.factories import assistant_calls, call, tool_result, user
@@ -130,3 +135,82 @@ def test_a_disagreeing_build_is_not_used(
     with caplog.at_level(logging.WARNING, logger="curator.tokens"):
         assert load_fast("o200k_base") is None
     assert "disagrees with tiktoken" in caplog.text
+
+
+class Recording:
+    """rs_bpe's tokenizer, noting the length of every text it is given."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.sizes: list[int] = []
+
+    def bpe(self) -> Any:
+        return self.inner.bpe()
+
+    def count(self, text: str) -> int:
+        self.sizes.append(len(text))
+        return int(self.inner.count(text))
+
+    def encode(self, text: str) -> list[int]:
+        self.sizes.append(len(text))
+        return list(self.inner.encode(text))
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> dict[str, Recording]:
+    """What `load_fast` loads, recorded: rs_bpe's tokenizer per encoding name."""
+    real = importlib.import_module("rs_bpe.bpe")
+    made: dict[str, Recording] = {}
+
+    def make(name: str) -> Recording:
+        made[name] = Recording(getattr(real.openai, name)())
+        return made[name]
+
+    openai = SimpleNamespace(**{name: lambda name=name: make(name) for name in NAMES})
+    module = SimpleNamespace(openai=openai)
+    monkeypatch.setattr(fast_bpe.importlib, "import_module", lambda _: module)
+    return made
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_long_text_reaches_rs_bpe_in_pieces(
+    pairs: dict[str, tuple[Encoder, FastBpeEncoder]], recorded: dict[str, Recording], name: str
+) -> None:
+    # rs_bpe keeps the GIL while it works: one call on a long text stops the event loop.
+    text = "\n".join(f"line {i}: {'é' * (i % 7)} value={i * 37}" for i in range(3000))
+    assert len(text) > 4 * HOLD_CHARS
+    reference = pairs[name][0].encode_ordinary(text)
+    fast = load_fast(name)
+    assert fast is not None
+    calls = recorded[name]
+    calls.sizes.clear()
+    assert fast.count(text) == len(reference)
+    assert fast.encode_ordinary(text) == reference
+    longest_line = max(map(len, text.splitlines())) + 1
+    assert len(calls.sizes) >= 2 * (len(text) // HOLD_CHARS)
+    assert max(calls.sizes) <= HOLD_CHARS + longest_line
+    assert sum(calls.sizes) == 2 * len(text)
+
+
+def test_one_long_line_goes_in_one_call(
+    pairs: dict[str, tuple[Encoder, FastBpeEncoder]], recorded: dict[str, Recording]
+) -> None:
+    text = "x=1; " * (HOLD_CHARS // 2)  # no split point: no cut is known to be exact
+    fast = load_fast("o200k_base")
+    assert fast is not None
+    recorded["o200k_base"].sizes.clear()
+    assert fast.count(text) == len(pairs["o200k_base"][0].encode_ordinary(text))
+    assert recorded["o200k_base"].sizes == [len(text)]
+
+
+@settings(max_examples=300)
+@given(text=TEXTS)
+@example(text="a\nb\n\nc\n d\n/e\r\nf")
+def test_pieces_give_tiktokens_ids_and_counts(
+    pairs: dict[str, tuple[Encoder, FastBpeEncoder]], text: str
+) -> None:
+    for name, (reference, fast) in pairs.items():
+        tiny = FastBpeEncoder(name, fast.tokenizer, SPLITS[name], hold_chars=3)
+        ids = reference.encode_ordinary(text)
+        assert tiny.encode_ordinary(text) == ids
+        assert tiny.count(text) == len(ids)

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from policies import splits
 from policies.cuts import fit, fit_chars
 from policies.encoders import EstimatingEncoder
-from policies.splits import SPLITS, Profile
+from policies.split_rules import SPLITS
+from policies.splits import Profile
 from tests.factories import CharEncoder
 
 ENCODINGS = ("o200k_base", "cl100k_base")
