@@ -6,7 +6,9 @@ start at a token's edge: a negative lookbehind excludes their own body character
 that a token may also follow a percent-encoded byte (`?key=` spelled `%3D`, or `%253D`
 when encoded twice), and an `_` where the body has none of its own or a match is
 unconditional once started (`OPENAI_API_KEY_sk-proj-...`). So deep attempts scan disjoint
-stretches of text, and a 1 MB adversarial input costs one pass per detector.
+stretches of text, and a 1 MB adversarial input costs one pass per detector. A token
+pattern opens with its literal lead and checks the edge behind it (`_led`), so `re`
+skips from one occurrence of the lead to the next instead of trying every position.
 """
 
 from __future__ import annotations
@@ -62,6 +64,20 @@ def _edge(excluded: str) -> str:
     return rf"(?:(?<![{excluded}])|(?<=%[0-9A-Fa-f]{{2}})|(?<=%25[0-9A-Fa-f]{{2}}))"
 
 
+def _led(lead: str, width: int, excluded: str) -> str:
+    """`lead` (a pattern always `width` characters long), started at a token's edge
+    (`_edge`), the edge checked behind it rather than before. The same matches, found
+    far faster: a pattern that opens with a lookbehind is tried at every position of the
+    text, one that opens with a literal jumps from one occurrence of it to the next
+    (measured on a 480 KB text holding "task-": 17.5 ms -> 0.3 ms for `sk-`; `re` keeps
+    the GIL all that time, and the event loop waits)."""
+    behind = rf"(?s:.{{{width}}})"
+    return (
+        rf"{lead}(?:(?<![{excluded}]{behind})|(?<=%[0-9A-Fa-f]{{2}}{behind})"
+        rf"|(?<=%25[0-9A-Fa-f]{{2}}{behind}))"
+    )
+
+
 _PEM_LABEL = r"-----(?:BEGIN|END)[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
 _SPACE = r"(?:[ \t]|%20|\+)"
 """A space as a header, a form or a URL spells it."""
@@ -84,20 +100,20 @@ BUILTIN: tuple[Detector, ...] = (
     ),
     Detector(
         "anthropic_key",
-        re.compile(_edge("A-Za-z0-9-") + r"sk-ant-[A-Za-z0-9_-]{20,1024}"),
+        re.compile(_led("sk-ant-", 7, "A-Za-z0-9-") + r"[A-Za-z0-9_-]{20,1024}"),
         ("sk-ant-",),
     ),
     Detector(
         "openai_key",
         re.compile(
-            _edge("A-Za-z0-9-")
-            + r"sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,1024}|[A-Za-z0-9]{20,1024})"
+            _led("sk-", 3, "A-Za-z0-9-")
+            + r"(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,1024}|[A-Za-z0-9]{20,1024})"
         ),
         ("sk-",),
     ),
     Detector(
         "aws_access_key",
-        re.compile(_edge("A-Za-z0-9") + r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        re.compile(_led("(?:AKIA|ASIA)", 4, "A-Za-z0-9") + r"[A-Z0-9]{16}(?![A-Za-z0-9])"),
         ("AKIA", "ASIA"),
     ),
     Detector(
@@ -116,30 +132,34 @@ BUILTIN: tuple[Detector, ...] = (
     Detector(
         "github_token",
         re.compile(
-            _edge("A-Za-z0-9")
-            + r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"
+            "(?:"
+            + _led("gh[pousr]_", 4, "A-Za-z0-9")
+            + r"[A-Za-z0-9]{36,255}|"
+            + _led("github_pat_", 11, "A-Za-z0-9")
+            + r"[A-Za-z0-9_]{22,255})"
         ),
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
     Detector(
         "slack_token",
-        re.compile(_edge("A-Za-z0-9-") + r"xox[abpors]-[A-Za-z0-9-]{10,250}"),
+        re.compile(_led("xox[abpors]-", 5, "A-Za-z0-9-") + r"[A-Za-z0-9-]{10,250}"),
         ("xox",),
     ),
     Detector(
         "jwt",
         re.compile(
             # `_` stays excluded: the body has it and a failed attempt scans the whole body.
-            _edge("A-Za-z0-9_-")
-            + r"eyJ[A-Za-z0-9_-]{4,8192}\.eyJ[A-Za-z0-9_-]{4,16384}\.[A-Za-z0-9_-]{0,8192}"
+            _led("eyJ", 3, "A-Za-z0-9_-")
+            + r"[A-Za-z0-9_-]{4,8192}\.eyJ[A-Za-z0-9_-]{4,16384}\.[A-Za-z0-9_-]{0,8192}"
         ),
         ("eyJ",),
     ),
     Detector(
         "bearer_token",
         re.compile(
-            _edge("A-Za-z")
-            + r"(?i:bearer)"
+            # [Bb](?i:earer) matches what (?i:bearer) does (b folds to B alone), and `re`
+            # finds a pattern led by a character set faster.
+            _led("[Bb](?i:earer)", 6, "A-Za-z")
             + _SPACE
             + r"{1,8}(?P<secret>[A-Za-z0-9._~+/=-]{16,4096})"
         ),
@@ -150,7 +170,7 @@ BUILTIN: tuple[Detector, ...] = (
     Detector(
         "basic_auth",
         re.compile(
-            _edge("A-Za-z") + r"(?i:basic)" + _SPACE + r"{1,8}(?P<secret>[A-Za-z0-9+/=]{8,4096})"
+            _led("[Bb](?i:asic)", 5, "A-Za-z") + _SPACE + r"{1,8}(?P<secret>[A-Za-z0-9+/=]{8,4096})"
         ),
         ("asic", "ASIC"),
         group="secret",
@@ -159,7 +179,7 @@ BUILTIN: tuple[Detector, ...] = (
     Detector(
         "url_credentials",
         # The password of `scheme://user:password@host`; the user name stays readable.
-        re.compile(r"(?<=://)[^\s/?#@:\"'<>]{0,256}:(?P<secret>[^\s/?#@\"'<>]{1,256})@"),
+        re.compile(r"://[^\s/?#@:\"'<>]{0,256}:(?P<secret>[^\s/?#@\"'<>]{1,256})@"),
         ("://",),
         group="secret",
     ),

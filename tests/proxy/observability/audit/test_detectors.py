@@ -3,6 +3,8 @@ checks an operator's own pattern goes through."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -113,3 +115,71 @@ def test_the_aws_secret_gate_passes_real_names_and_skips_code_words() -> None:
     for name in ("aws_secret_access_key", "SECRET-ACCESS-KEY", "AWS_SESSION_TOKEN"):
         assert gate.search(f"{name}=abc"), name
     assert gate.search("session = make_session(secret_store)") is None
+
+
+# The built-in patterns as they were written before their edges moved behind their leading
+# literals (`detectors._led`, for speed): the same matches are the contract.
+_E = r"(?:(?<![{}])|(?<=%[0-9A-Fa-f]{{2}})|(?<=%25[0-9A-Fa-f]{{2}}))"
+_SP = r"(?:[ \t]|%20|\+)"
+EDGE_FIRST = {
+    "anthropic_key": _E.format("A-Za-z0-9-") + r"sk-ant-[A-Za-z0-9_-]{20,1024}",
+    "openai_key": _E.format("A-Za-z0-9-")
+    + r"sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,1024}|[A-Za-z0-9]{20,1024})",
+    "aws_access_key": _E.format("A-Za-z0-9") + r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+    "github_token": _E.format("A-Za-z0-9")
+    + r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})",
+    "slack_token": _E.format("A-Za-z0-9-") + r"xox[abpors]-[A-Za-z0-9-]{10,250}",
+    "jwt": _E.format("A-Za-z0-9_-")
+    + r"eyJ[A-Za-z0-9_-]{4,8192}\.eyJ[A-Za-z0-9_-]{4,16384}\.[A-Za-z0-9_-]{0,8192}",
+    "bearer_token": _E.format("A-Za-z")
+    + r"(?i:bearer)"
+    + _SP
+    + r"{1,8}(?P<secret>[A-Za-z0-9._~+/=-]{16,4096})",
+    "basic_auth": _E.format("A-Za-z")
+    + r"(?i:basic)"
+    + _SP
+    + r"{1,8}(?P<secret>[A-Za-z0-9+/=]{8,4096})",
+    "url_credentials": r"(?<=://)[^\s/?#@:\"'<>]{0,256}:(?P<secret>[^\s/?#@\"'<>]{1,256})@",
+}
+PIECES = st.sampled_from(
+    ["sk-", "sk-ant-", "sk-proj-", "AKIA", "ASIA", "ghp_", "gho_", "github_pat_", "xoxb-",
+     "xoxz-", "eyJ", ".", "Bearer", "bEARER", "basic", "BASIC", "Basic", " ", "\t", "%20",
+     "+", "%3D", "%253D", "%2", "%25", "://", "user", ":", "@", "-", "_", "a", "Z", "0",
+     "=", "/", "\n", "\u017f", "\u0131", "\u0130", "\u212a", "A1B2C3D4E5F6G7H8",
+     "abcdefghij0123456789", "Zz9" * 13, "dXNlcjpwYXNz"]
+)  # fmt: skip
+EDGE_TEXTS = st.lists(st.one_of(PIECES, st.text(max_size=3)), max_size=30).map("".join)
+
+
+@settings(max_examples=1500)
+@given(text=EDGE_TEXTS)
+def test_literal_led_patterns_match_what_edge_first_ones_did(text: str) -> None:
+    for name, pattern in EDGE_FIRST.items():
+        detector = BY_NAME[name]
+        before = [m.span(detector.group) for m in re.finditer(pattern, text)]
+        assert [m.span(detector.group) for m in detector.pattern.finditer(text)] == before, name
+
+
+EDGE_CASES = [
+    *(text for _, text, _ in FOUND),
+    "%3Dsk-" + "a" * 24,
+    "%253DAKIA" + "B" * 16,
+    "xsk-" + "a" * 24,
+    "-xoxb-" + "1" * 12,
+    "_eyJaaaa.eyJbbbb.c",
+    "Bearer  " + "t." * 9,
+    "aBasic dXNlcjpwYXNz, basic%20dXNlcjpwYXNz",
+    "\u017fk-" + "a" * 24,
+    "x://u:p@h ://v:q@i",
+]
+
+
+@pytest.mark.parametrize("name", sorted(EDGE_FIRST))
+def test_edge_cases_of_the_literal_led_patterns(name: str) -> None:
+    detector = BY_NAME[name]
+    found = 0
+    for text in EDGE_CASES:
+        before = [m.span(detector.group) for m in re.finditer(EDGE_FIRST[name], text)]
+        assert [m.span(detector.group) for m in detector.pattern.finditer(text)] == before
+        found += len(before)
+    assert found, f"no case exercises {name}"
