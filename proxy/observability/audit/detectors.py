@@ -59,23 +59,24 @@ def _basic_credentials(token: str) -> bool:
     return b":" in decoded
 
 
-def _edge(excluded: str) -> str:
-    """Where a token may start: not after one of `excluded`, or after a %XX escape."""
-    return rf"(?:(?<![{excluded}])|(?<=%[0-9A-Fa-f]{{2}})|(?<=%25[0-9A-Fa-f]{{2}}))"
+def _behind(width: int, excluded: str) -> str:
+    """A token's edge, checked `width` characters after it: the token starts not after one
+    of `excluded`, or after a %XX escape."""
+    back = rf"(?s:.{{{width}}})"
+    return (
+        rf"(?:(?<![{excluded}]{back})|(?<=%[0-9A-Fa-f]{{2}}{back})"
+        rf"|(?<=%25[0-9A-Fa-f]{{2}}{back}))"
+    )
 
 
 def _led(lead: str, width: int, excluded: str) -> str:
-    """`lead` (a pattern always `width` characters long), started at a token's edge
-    (`_edge`), the edge checked behind it rather than before. The same matches, found
-    far faster: a pattern that opens with a lookbehind is tried at every position of the
-    text, one that opens with a literal jumps from one occurrence of it to the next
-    (measured on a 480 KB text holding "task-": 17.5 ms -> 0.3 ms for `sk-`; `re` keeps
-    the GIL all that time, and the event loop waits)."""
-    behind = rf"(?s:.{{{width}}})"
-    return (
-        rf"{lead}(?:(?<![{excluded}]{behind})|(?<=%[0-9A-Fa-f]{{2}}{behind})"
-        rf"|(?<=%25[0-9A-Fa-f]{{2}}{behind}))"
-    )
+    """`lead` (a pattern always `width` characters long) at a token's edge, the edge checked
+    behind it rather than before. The same matches, found far faster: a pattern that
+    opens with a lookbehind is tried at every position of the text, one that opens with a
+    literal jumps from one occurrence of it to the next (measured on a 480 KB text holding
+    "task-": 17.5 ms -> 0.3 ms for `sk-`; `re` keeps the GIL all that time, and the event
+    loop waits)."""
+    return lead + _behind(width, excluded)
 
 
 _PEM_LABEL = r"-----(?:BEGIN|END)[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
@@ -83,6 +84,15 @@ _SPACE = r"(?:[ \t]|%20|\+)"
 """A space as a header, a form or a URL spells it."""
 _ASSIGN = r"""["']?[ \t]{0,8}(?:[:=]{1,2}>?|%3[Dd]|>)[ \t]{0,8}["']?"""
 """`=`, `:`, `: "`, `=>`, `%3D` or an XML element's `>` between a name and its value."""
+
+_AWS_BEHIND = (
+    r"(?:(?<=(?i:aws)(?s:.))"
+    + _behind(4, "A-Za-z0-9")
+    + r"|(?<=(?i:aws)[ _-](?s:.))"
+    + _behind(5, "A-Za-z0-9")
+    + ")"
+)
+"""Behind an s: "aws" (and a separator) at a token's edge."""
 
 BUILTIN: tuple[Detector, ...] = (
     Detector(
@@ -119,14 +129,25 @@ BUILTIN: tuple[Detector, ...] = (
     Detector(
         "aws_secret_key",
         re.compile(
-            _edge("A-Za-z0-9") + r"(?i:(?:aws[ _-]?)?secret[ _-]?access[ _-]?key"
-            r"|aws[ _-]?session[ _-]?token)" + _ASSIGN + r"(?P<secret>[A-Za-z0-9/+=]{16,2048})"
+            # (?:aws[ _-]?)?secret[ _-]?access[ _-]?key | aws[ _-]?session[ _-]?token, any
+            # case, at a token's edge; led by the s ([Ss\u017f] is (?i:s)), with what comes
+            # before it (the edge, or "aws" and the edge before that) checked behind it.
+            r"[Ss\u017f](?:(?:"
+            + _behind(1, "A-Za-z0-9")
+            + "|"
+            + _AWS_BEHIND
+            + r")(?i:ecret[ _-]?access[ _-]?key)|"
+            + _AWS_BEHIND
+            + r"(?i:ession[ _-]?token))"
+            + _ASSIGN
+            + r"(?P<secret>[A-Za-z0-9/+=]{16,2048})"
         ),
         ("ecret", "ECRET", "ession", "ESSION"),
         group="secret",
         # Code says "session" and "secret" everywhere; a pattern led by a case-insensitive
-        # alternation tries every position (measured: 33 ms on a 127k-token agent request,
+        # alternation tried every position (measured: 33 ms on a 127k-token agent request,
         # three quarters of its redaction). A literal-led search of the names' middle: 3 ms.
+        # Where it finds one, the s-led pattern runs: 4 ms on a 480 KB text (28 edge-first).
         gate=re.compile(r"[Ss\u017f](?i:ecret[ _-]?access|ession[ _-]?token)"),
     ),
     Detector(

@@ -139,6 +139,10 @@ EDGE_FIRST = {
     + r"(?i:basic)"
     + _SP
     + r"{1,8}(?P<secret>[A-Za-z0-9+/=]{8,4096})",
+    "aws_secret_key": _E.format("A-Za-z0-9")
+    + r"(?i:(?:aws[ _-]?)?secret[ _-]?access[ _-]?key|aws[ _-]?session[ _-]?token)"
+    + r"""["']?[ \t]{0,8}(?:[:=]{1,2}>?|%3[Dd]|>)[ \t]{0,8}["']?"""
+    + r"(?P<secret>[A-Za-z0-9/+=]{16,2048})",
     "url_credentials": r"(?<=://)[^\s/?#@:\"'<>]{0,256}:(?P<secret>[^\s/?#@\"'<>]{1,256})@",
 }
 PIECES = st.sampled_from(
@@ -160,6 +164,22 @@ def test_literal_led_patterns_match_what_edge_first_ones_did(text: str) -> None:
         assert [m.span(detector.group) for m in detector.pattern.finditer(text)] == before, name
 
 
+AWS_PIECES = st.sampled_from(
+    ["aws", "AWS", "aWs", "aw\u017f", "_", "-", " ", "secret", "SECRET", "\u017fecret",
+     "access", "ACCESS", "key", "KEY", "\u212aey", "session", "SESSION", "token", "TOKEN",
+     "=", ":", "=>", '"', "'", "%3D", "%2", "%25", "x", "0", "A1B2C3D4E5F6G7H8", "/", "+",
+     "\t", ">"]
+)  # fmt: skip
+
+
+@settings(max_examples=1500)
+@given(text=st.lists(AWS_PIECES, max_size=14).map("".join))
+def test_the_s_led_aws_secret_pattern_matches_what_the_edge_first_one_did(text: str) -> None:
+    detector = BY_NAME["aws_secret_key"]
+    before = [m.span("secret") for m in re.finditer(EDGE_FIRST["aws_secret_key"], text)]
+    assert [m.span("secret") for m in detector.pattern.finditer(text)] == before
+
+
 EDGE_CASES = [
     *(text for _, text, _ in FOUND),
     "%3Dsk-" + "a" * 24,
@@ -171,6 +191,11 @@ EDGE_CASES = [
     "aBasic dXNlcjpwYXNz, basic%20dXNlcjpwYXNz",
     "\u017fk-" + "a" * 24,
     "x://u:p@h ://v:q@i",
+    "xaws_secret_access_key=" + "k" * 16,
+    "awssecretaccesskey: " + "k" * 16,
+    "9secret_access_key=" + "k" * 16 + " AWS-SESSION-TOKEN=" + "t" * 20,
+    "%3Daws session token => " + "t" * 20,
+    "aws_\u017fecret_access_Key='" + "k" * 16,
 ]
 
 
