@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -67,6 +68,13 @@ def written(builder: ThreadNoting, *entries: ExchangeRecord) -> tuple[MemorySink
     return sink, w
 
 
+def _written_within(sink: MemorySink, count: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while len(sink.records) < count and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return len(sink.records) >= count
+
+
 def test_a_small_exchange_is_built_by_submit_and_written_by_the_thread() -> None:
     builder = ThreadNoting()
     sink, w = written(builder, sized(1, 1000))
@@ -121,6 +129,7 @@ def test_while_the_thread_builds_a_small_exchange_goes_to_it() -> None:
     assert w.submit(sized(1, 1000))  # at once: the event loop never waits for the builder
     submitted.set()
     holder.join()
+    assert _written_within(sink, 1, WAIT)  # the thread is done with r1 and its lock
     assert w.submit(sized(2, 1000))
     assert w.close(WAIT)
     assert sorted(builder.built) == [("r1", "curator-audit"), ("r2", SUBMITTER)]
@@ -172,3 +181,29 @@ def test_a_record_that_lands_behind_the_stop_marker_is_a_counted_drop(built: boo
     w._queue.put_nowait(builder.build(late) if built else late)  # as a submit racing close
     assert w.close(WAIT)  # what closing drains after the thread stopped is counted
     assert w.stats().dropped == 1
+
+
+@pytest.mark.parametrize("first", ["big entry", "job"])
+def test_big_work_starts_without_waiting_for_the_batch_window(first: str) -> None:
+    # A never-seen 127k-token history takes the thread ~15-25 ms to record: started 20 ms
+    # late, it ran beside the agent's next turn.
+    sink = MemorySink()
+    w = AuditWriter(sink, ThreadNoting(), batch_window_s=30.0)
+    ran = threading.Event()
+    if first == "job":
+        assert w.run_soon(ran.set)
+    assert w.submit(sized(1, SMALL_BYTES + 1))
+    assert _written_within(sink, 1, 5.0)  # not 30 s: no window
+    assert first != "job" or ran.is_set()
+    w.close(WAIT)
+
+
+def test_built_records_wait_for_the_window_and_go_together() -> None:
+    sink = MemorySink()
+    w = AuditWriter(sink, ThreadNoting(), batch_window_s=0.3)
+    assert w.submit(sized(1, 1000))  # built by submit: the thread waits for more
+    time.sleep(0.05)
+    assert w.submit(sized(2, 1000))
+    assert _written_within(sink, 2, 5.0)
+    assert sink.batches == [2]
+    w.close(WAIT)
