@@ -48,11 +48,8 @@ Job = Callable[[], None]
 Queued = ExchangeRecord | AuditRecord | Job | None
 PRUNE_INTERVAL_S = 300.0
 BATCH_WINDOW_S = 0.02
-"""How long the thread waits, once woken, for more entries to write with the first: when
-the first is a record built already (a small exchange's). An entry still to build (a big
-one, `ExchangeRecord.small`) or a job for one starts the batch at once: ~15-25 ms of work
-for a never-seen 127k-token history, better done while its agent reads the response than
-20 ms later beside the agent's next turn."""
+"""How long the thread waits, once woken, for more entries to write with the first, unless
+one of those already queued is big (`ExchangeRecord.big`)."""
 BATCH_MAX = 1000
 YIELD_AFTER_S = 0.0005
 """Longest stretch the thread builds records without offering the GIL to the event loop.
@@ -199,14 +196,18 @@ class AuditWriter:
         """The next batch: what the window gathered after the first entry (None, the stop
         marker, ends a batch). Raises queue.Empty when nothing came within `wait`."""
         batch = [self._queue.get(timeout=wait)]
-        if batch[0] is None:
-            return batch
-        if isinstance(batch[0], AuditRecord):  # else big work: see BATCH_WINDOW_S
+        self._drain(batch)
+        if batch[-1] is not None and not any(
+            isinstance(e, ExchangeRecord) and e.big() for e in batch
+        ):
             time.sleep(self._batch_window)
+            self._drain(batch)
+        return batch
+
+    def _drain(self, batch: list[Queued]) -> None:
         with contextlib.suppress(queue.Empty):
             while len(batch) < BATCH_MAX and batch[-1] is not None:
                 batch.append(self._queue.get_nowait())
-        return batch
 
     def _retry_held(self) -> bool:
         """Wait out the backoff, then offer the held batch again; True once closing (the

@@ -15,11 +15,17 @@ from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.writer import AuditStats, AuditWriter
-from proxy.observability.exchange import SMALL_BYTES, ExchangeRecord
+from proxy.observability.exchange import BIG_BYTES, SMALL_BYTES, ExchangeRecord
 from proxy.observability.usage.counterfactual import Counterfactuals
 from proxy.observability.usage.spend import Sent, account
 from tests import factories as f
-from tests.proxy.observability.audit.test_writer import KEY, WAIT, MemorySink, entry
+from tests.proxy.observability.audit.test_writer import (
+    KEY,
+    WAIT,
+    BlockingSink,
+    MemorySink,
+    entry,
+)
 
 RESPONSE = b'{"object":"chat.completion","choices":[]}'
 SUBMITTER = threading.current_thread().name
@@ -183,27 +189,31 @@ def test_a_record_that_lands_behind_the_stop_marker_is_a_counted_drop(built: boo
     assert w.stats().dropped == 1
 
 
-@pytest.mark.parametrize("first", ["big entry", "job"])
-def test_big_work_starts_without_waiting_for_the_batch_window(first: str) -> None:
+@pytest.mark.parametrize("behind", ["a job", "a built record"])
+def test_a_big_exchange_starts_its_batch_at_once(behind: str) -> None:
     # A never-seen 127k-token history takes the thread ~15-25 ms to record: started 20 ms
     # late, it ran beside the agent's next turn.
-    sink = MemorySink()
+    sink = BlockingSink()
     w = AuditWriter(sink, ThreadNoting(), batch_window_s=30.0)
-    ran = threading.Event()
-    if first == "job":
-        assert w.run_soon(ran.set)
-    assert w.submit(sized(1, SMALL_BYTES + 1))
-    assert _written_within(sink, 1, 5.0)  # not 30 s: no window
-    assert first != "job" or ran.is_set()
+    assert w.submit(sized(1, BIG_BYTES))
+    assert sink.started.wait(WAIT)  # no window before it: the thread is writing it
+    if behind == "a job":
+        assert w.run_soon(lambda: None)
+    else:
+        assert w.submit(sized(2, 1000))  # built by submit: the builder is free
+    assert w.submit(sized(3, BIG_BYTES))  # queued behind it: no window either
+    sink.release.set()
+    assert _written_within(sink, 2 if behind == "a job" else 3, 5.0)  # not 30 s
     w.close(WAIT)
 
 
-def test_built_records_wait_for_the_window_and_go_together() -> None:
+@pytest.mark.parametrize("size", [1000, SMALL_BYTES + 1])
+def test_other_records_wait_for_the_window_and_go_together(size: int) -> None:
     sink = MemorySink()
     w = AuditWriter(sink, ThreadNoting(), batch_window_s=0.3)
-    assert w.submit(sized(1, 1000))  # built by submit: the thread waits for more
+    assert w.submit(sized(1, size))
     time.sleep(0.05)
-    assert w.submit(sized(2, 1000))
+    assert w.submit(sized(2, size))
     assert _written_within(sink, 2, 5.0)
     assert sink.batches == [2]
     w.close(WAIT)
