@@ -71,6 +71,12 @@ FAMILIES: Mapping[str, Callable[[int], str]] = {
     "repeated Basic": lambda n: _fill("Basic dXNlcjpw ", n),
     "userinfo without @": lambda n: "://u:" + "p" * n,
     "escaped unclosed PEM": lambda n: "-----BEGIN RSA PRIVATE KEY-----" + _fill("\\nAAAA", n),
+    # Not adversarial: ordinary code that names what detectors look for, and no secret.
+    "code naming needles": lambda n: _fill(
+        "    run_task-queue(basic_config, url='http://example.com/session')  "
+        "# reads AWS_SESSION_TOKEN\n",
+        n,
+    ),
     **{name: functools.partial(_fill, unit) for name, unit in SECRET_UNITS.items()},
 }
 
