@@ -41,7 +41,7 @@ from proxy.config.limits import Limits
 from proxy.protocols.base import WireProtocol
 from proxy.protocols.chat import CHAT
 from proxy.protocols.responses.protocol import RESPONSES
-from proxy.serving.server import GC_YOUNG_THRESHOLD
+from proxy.serving.server import GC_YOUNG_THRESHOLD, freeze_survivors
 
 MODEL = "bench-32k"
 WINDOW = 32_768
@@ -152,9 +152,8 @@ def one_round(runs: int, reasoning: bool) -> dict[str, float]:
         RESPONSES: orjson.dumps(to_responses(chat, reasoning)),
     }
     # The process as `curator serve` prepares it: startup objects out of the GC's sight,
-    # young collections at the server's threshold (`proxy.serving.server.prepare_process`).
-    gc.collect()
-    gc.freeze()
+    # young collections at the server's threshold (`proxy.serving.server`).
+    freeze_survivors()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
     times: dict[WireProtocol, list[float]] = {CHAT: [], RESPONSES: []}

@@ -108,32 +108,31 @@ def build_app(config: Config) -> Starlette:
 
 
 def prepare_process(config: Config) -> None:
-    """Load the tokenizers (and give back what they needed only to load: `proxy.serving.slim`),
-    move everything alive so far out of the GC's sight, and make young collections rarer
-    (`GC_YOUNG_THRESHOLD`).
+    """Load the tokenizers (and give back what they needed only to load: `proxy.serving.slim`)
+    and make young collections rarer (`GC_YOUNG_THRESHOLD`). What startup made leaves the
+    GC's sight once the app has started (`freeze_survivors`).
 
-    tiktoken keeps each vocabulary as a 100k-200k entry dict, and every full collection
-    walks them; startup objects live as long as the process anyway. Done here, not in
-    the app, because both are process-wide choices a library user should not inherit.
+    Done here, not in the app, because these are process-wide choices a library user
+    should not inherit.
     """
     preload(TokenCounter(config.models))  # tokenizers are cached process-wide
     slim_tiktoken()
     release_rs_bpe_pages()
-    freeze_survivors()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
 def freeze_survivors() -> None:
     """Collect, then move every object still alive out of the garbage collector's sight
-    for good: at startup, and again once the app's lifespan has opened the worker's
-    caches (`create_app(on_started=...)`), before any request.
+    for good: once the app's lifespan has opened the worker's caches, before any request
+    (`create_app(on_started=...)`).
 
-    The caches' containers are what a full collection spent its time on: the token
-    counter's LRUs and the audit's message cache hold tens of thousands of entries after
-    an agent's big histories, and every full collection walked them, each thread stopped,
-    the event loop too. In a worker after the bench's never-seen 127k-token bodies a full
-    collection took 13-28 ms; with the caches frozen, 0.1-2.8 ms. Frozen objects are
+    Startup objects live as long as the process, and a full collection walks each one,
+    every thread stopped meanwhile, the event loop too: tiktoken's vocabularies (100k-200k
+    entry dicts), and the caches' containers, which after an agent's big histories hold
+    tens of thousands of entries (the token counter's LRUs, the audit's message cache).
+    In a worker after the bench's never-seen 127k-token bodies a full collection took
+    13-28 ms with the caches not frozen, 0.1-2.8 ms with them. Frozen objects are
     still freed when their last reference goes; only cycles among them would stay, and
     the cache entries (digests, counts, tuples of them) form none. A cache a config
     reload makes (a new `models:` table) is not frozen: a reload runs beside requests,

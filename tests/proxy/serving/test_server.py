@@ -1,5 +1,5 @@
-"""What `curator serve` does to its own process before serving: GC settings and a slimmer
-tiktoken. Process-wide, so checked in a child interpreter."""
+"""What `curator serve` does to its own process before serving: GC settings, a slimmer
+tiktoken, and what startup made frozen. Process-wide, so checked in a child interpreter."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ CHILD = textwrap.dedent(
     enc = tiktoken.get_encoding("o200k_base")
     print(json.dumps({
         "young": gc.get_threshold()[0] == GC_YOUNG_THRESHOLD,
-        "frozen": gc.get_freeze_count() > 0,
         "slim": len(enc._mergeable_ranks) == 0,
         "same_tokens": enc.encode(text) == before,
         "decodes": enc.decode(before) == text,
@@ -38,12 +37,13 @@ def test_serving_process_is_prepared_and_tokenizes_the_same() -> None:
     )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == dict.fromkeys(result, True), result
-    assert set(result) == {"young", "frozen", "slim", "same_tokens", "decodes", "pickles"}
+    assert set(result) == {"young", "slim", "same_tokens", "decodes", "pickles"}
 
 
 STARTED_CHILD = textwrap.dedent(
     """
     import asyncio, gc, json, os, tempfile
+    import tiktoken
     os.chdir(tempfile.mkdtemp())  # the default config's SQLite audit goes here
     from proxy.config.loader import default_config
     from proxy.serving.server import build_app
@@ -55,6 +55,7 @@ STARTED_CHILD = textwrap.dedent(
             cache = state["audit"]._building._builder._cache
             seen = {id(o) for o in gc.get_objects()}
             return {
+                "tiktoken": id(tiktoken.get_encoding("o200k_base")) not in seen,
                 "counts": id(counter._cache._data) not in seen,
                 "plans": id(counter._plans._data) not in seen,
                 "audit_messages": id(cache.items) not in seen,
@@ -76,4 +77,4 @@ def test_the_worker_caches_are_out_of_the_collectors_sight_once_started() -> Non
         check=True,
     )
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result == {"counts": True, "plans": True, "audit_messages": True}
+    assert result == {"tiktoken": True, "counts": True, "plans": True, "audit_messages": True}
