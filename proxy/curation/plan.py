@@ -40,7 +40,7 @@ from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.config.loader import Config, Route
 from proxy.curation.thread import CurationThread
 from proxy.errors import context_length_exceeded, no_route
-from proxy.observability.exchange import ExchangeRecord
+from proxy.observability.exchange import BIG_BYTES, ExchangeRecord
 from proxy.protocols.base import WireProtocol, WireRequest
 from proxy.serving.headers import MODE_HEADER, ascii_bytes, curated_headers, policy_headers
 from proxy.serving.routing import PolicyChoice, Router
@@ -53,8 +53,9 @@ WOULD_REJECT = "would_reject"
 CURATED_EMPTY = "curated_empty"
 """Skip reason when curation left no message at all (e.g. it dropped a lone stray result):
 OpenAI rejects `messages: []`, so the client's request goes as it was sent."""
-OFFLOAD_BYTES = 64 * 1024
-"""Bodies at least this big are planned in a worker thread (see the module docstring)."""
+OFFLOAD_BYTES = BIG_BYTES
+"""Bodies at least this big are planned in a worker thread (see the module docstring): the
+size at which the audit, too, calls an exchange big."""
 
 
 @dataclass(slots=True)  # not frozen: built on every request, and freezing costs ~1 us
