@@ -1,20 +1,20 @@
 """The audit writer: a bounded queue drained by one background thread, off the request path.
 
 `submit` runs on the request path, so it never blocks and never raises: when the queue is
-full the entry is dropped and counted. Building a record (assembling the response,
-redaction, serialization) happens in the thread, in batches: woken by an entry, the thread
-lets `batch_window_s` pass, then builds everything queued and writes it in one go (one
-SQLite transaction). Measured on small requests at ~4,000/s, one transaction and one thread
-wake-up per record cost ~150 us of CPU per request on the proxy's core; batched, ~20 us.
-A small exchange's record is built in `submit` instead, when the thread is not building
-(`proxy.observability.audit.building`). A batch the sink rejects counts its records as
-failed and logs loudly, at a bounded rate; the proxy keeps serving. A store that is unavailable
-(`StoreUnavailable`: database down, connection lost, disk full, read-only, an unwritable
-path) keeps its batch: the thread retries it with backoff while new entries wait in the
-queue, up to `max_queue`, past which they are dropped and counted; `health()` says so,
-for `/healthz`. Create one writer per process (in the app's lifespan): threads do not
-survive the fork that starts `--workers`. A process of its own instead was measured
-slower and worse for the event loop (README, Performance).
+full the entry is dropped and counted. Building a record (assembling the response, redaction,
+serialization) happens in the thread, in batches: woken by an entry, the thread lets
+`batch_window_s` pass (not for a big exchange), then builds everything queued and writes it
+in one go (one SQLite transaction). Measured on small requests at ~4,000/s, one transaction
+and one thread wake-up per record cost ~150 us of CPU per request on the proxy's core;
+batched, ~20 us. A small exchange's record is built in `submit` instead, when the thread is
+not building (`proxy.observability.audit.building`). A batch the sink rejects counts its
+records as failed and logs loudly, at a bounded rate; the proxy keeps serving. A store
+that is unavailable (`StoreUnavailable`: database down, connection lost, disk full,
+read-only, an unwritable path) keeps its batch: the thread retries it with backoff while
+new entries wait in the queue, up to `max_queue`, past which they are dropped and counted;
+`health()` says so, for `/healthz`. Create one writer per process (in the app's lifespan):
+threads do not survive the fork that starts `--workers`. A process of its own instead was
+measured slower and worse for the event loop (README, Performance).
 
 Jobs queued with `run_soon` run in the thread in order with the records: the metrics'
 uncurated-cost job needs the counterfactual the record's build computes anyway, and one
