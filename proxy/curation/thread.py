@@ -1,5 +1,6 @@
-"""The worker's one curation thread, where big bodies are planned (`proxy.curation.plan`);
-after each it gives freed memory back (`proxy.heap`)."""
+"""The worker's one curation thread, where big bodies are planned (`proxy.curation.plan`),
+each job in its turn among the worker's background threads (`proxy.priority.Turns`); after
+each it gives freed memory back (`proxy.heap`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from functools import partial
 from typing import TypeVar
 
 from proxy.heap import HeapTrim
-from proxy.priority import CURATION_STEPS, lower_thread_priority
+from proxy.priority import CURATION_STEPS, Turns, lower_thread_priority
 
 T = TypeVar("T")
 
@@ -18,7 +19,9 @@ T = TypeVar("T")
 class CurationThread:
     """One thread that runs planning jobs in order, trimming the heap after them."""
 
-    def __init__(self) -> None:
+    def __init__(self, turns: Turns | None = None) -> None:
+        self.turns = turns or Turns()
+        """Shared with the audit writer (`open_edge`); its own when not given."""
         self._pool = ThreadPoolExecutor(
             1,
             thread_name_prefix="curator-curate",
@@ -31,7 +34,8 @@ class CurationThread:
 
     def _run(self, job: Callable[[], T]) -> T:
         try:
-            return job()
+            with self.turns:
+                return job()
         finally:
             self.trim()
 

@@ -17,7 +17,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -33,6 +33,7 @@ from proxy.observability.exchange import Observer
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.metrics.labels import labels_for
 from proxy.observability.metrics.multiproc import mark_worker_dead
+from proxy.priority import Turns
 from proxy.serving.admin import admin_listener
 from proxy.viewer.app import Viewer
 from proxy.viewer.asgi import ViewerApp
@@ -49,12 +50,14 @@ PUBLISH_INTERVAL_S = 0.5
 
 @dataclass(frozen=True, slots=True)
 class Observability:
-    """What the lifespan opened: the metrics and audit writer (None when off), and the
-    observers every exchange is handed to."""
+    """What the lifespan opened: the metrics and audit writer (None when off), the
+    observers every exchange is handed to, and the turns the worker's background threads
+    take (the audit writer's, and the curation thread `open_edge` starts)."""
 
     metrics: Metrics | None
     audit: AuditWriter | None
     observers: tuple[Observer, ...]
+    turns: Turns = field(default_factory=Turns)
 
     def config_reloaded(self, result: str, config: Config | None) -> None:
         """`reloading(on_reload=...)`: count the reload; a good one brings new label values."""
@@ -74,7 +77,8 @@ async def open_observability(
 ) -> AsyncIterator[Observability]:
     """Metrics, the audit writer and the admin listener for this process; closed on exit."""
     metrics = Metrics(labels_for(config)) if config.metrics.enabled else None
-    audit = _open_writer(config, metrics)
+    turns = Turns()
+    audit = _open_writer(config, metrics, turns)
     observers: list[Observer] = list(extra)
     if metrics is not None:
         observers.append(metrics.observe)
@@ -108,7 +112,7 @@ async def open_observability(
                     viewer=admin_viewer(config),
                 )
             )
-        yield Observability(metrics, audit, tuple(observers))
+        yield Observability(metrics, audit, tuple(observers), turns)
 
 
 def admin_viewer(config: Config, *, prefix: str = "") -> Viewer | None:
@@ -142,7 +146,7 @@ async def _publishing(metrics: Metrics) -> None:
         metrics.publish()
 
 
-def _open_writer(config: Config, metrics: Metrics | None) -> AuditWriter | None:
+def _open_writer(config: Config, metrics: Metrics | None, turns: Turns) -> AuditWriter | None:
     if not config.audit.enabled:
         return None
     holder: list[AuditWriter] = []
@@ -152,7 +156,7 @@ def _open_writer(config: Config, metrics: Metrics | None) -> AuditWriter | None:
             depth = holder[0].queue_depth() if holder else 0
             metrics.audit_outcome(outcome, depth)
 
-    writer = open_audit(config.audit, on_outcome=on_outcome)
+    writer = open_audit(config.audit, on_outcome=on_outcome, turns=turns)
     if writer is not None:
         holder.append(writer)
         log.info("audit log: %s %s", config.audit.sink, config.audit.where)

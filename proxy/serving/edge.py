@@ -88,7 +88,7 @@ async def open_edge(
     """The worker's Edge: tokenizers loaded, upstream client and summary caches opened on
     `stack` (closed with it)."""
     counter = TokenCounter(config.models, on_fallback=seen.tokenizer_fallback)
-    offload = CurationThread()
+    offload = CurationThread(seen.turns)
     stack.callback(offload.close)
     await asyncio.to_thread(preload, counter)
     loaded = {counter.encoding_name(m) for m in PRELOADED_MODELS}

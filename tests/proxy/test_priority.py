@@ -1,17 +1,20 @@
 """priority.py: a background thread lowers its own priority, never the process's or the
-event loop's; where it cannot (another system, a refused call) nothing changes."""
+event loop's; where it cannot (another system, a refused call) nothing changes. Background
+threads take turns one at a time, in the order asked; a holder hands its turn over to a
+waiting thread and gets it back after."""
 
 from __future__ import annotations
 
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
 
 from proxy import priority
-from proxy.priority import MAX_NICE, lower_thread_priority
+from proxy.priority import MAX_NICE, Turns, lower_thread_priority
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
 
@@ -60,3 +63,54 @@ def test_a_refused_change_is_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(priority.os, "setpriority", refuse)
     assert lower_thread_priority(5) is None
+
+
+WAIT_S = 10.0
+
+
+def wait_for_waiting(turns: Turns, count: int) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while turns.waiting() != count:
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+def test_turns_go_one_at_a_time_in_the_order_asked() -> None:
+    turns = Turns()
+    events: list[tuple[str, int]] = []
+    turns.take()  # held here while the others line up
+
+    def worker(n: int) -> None:
+        with turns:
+            events.append(("in", n))
+            time.sleep(0.002)  # long enough for a second holder to overlap
+            events.append(("out", n))
+
+    threads = []
+    for n in range(4):
+        threads.append(threading.Thread(target=worker, args=(n,)))
+        threads[-1].start()
+        wait_for_waiting(turns, n + 1)
+    assert events == []  # nobody ran while the turn was held
+    turns.give()
+    for thread in threads:
+        thread.join(WAIT_S)
+    assert events == [(kind, n) for n in range(4) for kind in ("in", "out")]
+    assert turns.waiting() == 0
+
+
+def test_hand_over_lets_a_waiting_thread_run_first_then_takes_the_turn_back() -> None:
+    turns = Turns()
+    order: list[str] = []
+    with turns:
+        assert not turns.hand_over()  # nobody waits: the holder keeps going
+        waiter = threading.Thread(
+            target=lambda: (turns.take(), order.append("waiter"), turns.give())
+        )
+        waiter.start()
+        wait_for_waiting(turns, 1)
+        assert turns.hand_over()
+        order.append("holder")
+        assert turns.waiting() == 0
+    waiter.join(WAIT_S)
+    assert order == ["waiter", "holder"]

@@ -9,10 +9,14 @@ from proxy.observability.audit.entry import RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.registry import SINKS
 from proxy.observability.audit.writer import AuditWriter, WriteOutcome
+from proxy.priority import Turns
 
 
 def open_audit(
-    config: AuditConfig, *, on_outcome: Callable[[WriteOutcome], None] | None = None
+    config: AuditConfig,
+    *,
+    on_outcome: Callable[[WriteOutcome], None] | None = None,
+    turns: Turns | None = None,
 ) -> AuditWriter | None:
     """A running writer for `config`, or None when auditing is off (`sink: none`); call it
     once per worker process."""
@@ -27,4 +31,6 @@ def open_audit(
         by_reference=sink_type.by_reference,
     )
     sink = sink_type.open(config.path, config.options, config.retention)
-    return AuditWriter(sink, builder, max_queue=config.max_queue, on_outcome=on_outcome)
+    return AuditWriter(
+        sink, builder, max_queue=config.max_queue, on_outcome=on_outcome, turns=turns
+    )

@@ -1,24 +1,23 @@
 """The audit writer: a bounded queue drained by one background thread, off the request path.
 
 `submit` runs on the request path, so it never blocks and never raises: when the queue is
-full the entry is dropped and counted. Building a record (assembling the response, redaction,
-serialization) happens in the thread, in batches: woken by an entry, the thread lets
-`batch_window_s` pass (not for a big exchange), then builds everything queued and writes it
-in one go (one SQLite transaction). Measured on small requests at ~4,000/s, one transaction
-and one thread wake-up per record cost ~150 us of CPU per request on the proxy's core;
-batched, ~20 us. A small exchange's record is built in `submit` instead, when the thread is
-not building (`proxy.observability.audit.building`). A batch the sink rejects counts its
-records as failed and logs loudly, at a bounded rate; the proxy keeps serving. A store
-that is unavailable (`StoreUnavailable`: database down, connection lost, disk full,
+full the entry is dropped and counted. A small exchange's record is built in `submit`, when
+the thread is not building (`proxy.observability.audit.building`); the others in the thread,
+in batches: woken by an entry, the thread lets `batch_window_s` pass (not for a big
+exchange), then builds everything queued (in its turn among the worker's background
+threads, `proxy.priority.Turns`, handed over between records when the curation thread
+waits) and writes it in one go (one SQLite transaction; outside the turn, so a slow store
+never holds up curation). Measured on small requests at ~4,000/s,
+one transaction and one wake-up per record cost ~150 us of CPU per request; batched, ~20 us.
+A batch the sink rejects counts its records as failed and logs loudly, at a bounded rate.
+A store that is unavailable (`StoreUnavailable`: database down, connection lost, disk full,
 read-only, an unwritable path) keeps its batch: the thread retries it with backoff while
 new entries wait in the queue, up to `max_queue`, past which they are dropped and counted;
 `health()` says so, for `/healthz`. Create one writer per process (in the app's lifespan):
 threads do not survive the fork that starts `--workers`. A process of its own instead was
-measured slower and worse for the event loop (README, Performance).
-
-Jobs queued with `run_soon` run in the thread in order with the records: the metrics'
-uncurated-cost job needs the counterfactual the record's build computes anyway, and one
-thread waking instead of two saved ~80 us of CPU per small curated request.
+measured slower and worse for the event loop (README, Performance). Jobs queued with
+`run_soon` run in order with the records: the metrics' uncurated-cost job needs the
+counterfactual the record's build computes anyway (one thread waking, not two: -80 us).
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from proxy.observability.audit.health import HealthDetail, StoreHealth
 from proxy.observability.audit.ratelog import RateLimitedLog
 from proxy.observability.audit.sinks.base import Sink, StoreUnavailable
 from proxy.observability.exchange import ExchangeRecord
-from proxy.priority import BOOKKEEPING_STEPS, lower_thread_priority
+from proxy.priority import BOOKKEEPING_STEPS, Turns, lower_thread_priority
 
 log = logging.getLogger("curator.audit")
 
@@ -52,10 +51,9 @@ BATCH_WINDOW_S = 0.02
 one of those already queued is big (`ExchangeRecord.big`)."""
 BATCH_MAX = 1000
 YIELD_AFTER_S = 0.0005
-"""Longest stretch the thread builds records without offering the GIL to the event loop.
-Without it a request arriving meanwhile waits up to a whole switch interval (5 ms):
-measured +58% p50 at 1,000 small requests/s. Yielding after every record instead costs
-~20% of throughput flat out in GIL hand-offs."""
+"""Longest stretch the thread builds records without offering the GIL to the event loop
+(and its turn to a waiting thread). Without it: +58% p50 at 1,000 small requests/s; after
+every record instead, ~20% of throughput flat out lost in GIL hand-offs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +79,10 @@ class AuditWriter:
         batch_window_s: float = BATCH_WINDOW_S,
         on_outcome: Callable[[WriteOutcome], None] | None = None,
         report: RateLimitedLog | None = None,
+        turns: Turns | None = None,
     ) -> None:
         self._sink = sink
+        self.turns = turns or Turns()  # shared with the curation thread (`Turns`)
         self._queue: queue.Queue[Queued] = queue.Queue(max_queue)
         self._prune_interval = prune_interval_s
         self._batch_window = batch_window_s
@@ -95,8 +95,7 @@ class AuditWriter:
         self._closed = False
         self._closing = threading.Event()
         self._health = StoreHealth(log)
-        self._held: list[AuditRecord] = []
-        """Built records the store could not take yet (at most one batch)."""
+        self._held: list[AuditRecord] = []  # built, the store could not take them yet
         self._retry_in = 0.0
         self._thread = threading.Thread(target=self._run, name="curator-audit", daemon=True)
         self._thread.start()
@@ -136,9 +135,7 @@ class AuditWriter:
     def stats(self) -> AuditStats:
         with self._lock:
             counts = dict(self._counts)
-        return AuditStats(
-            counts["written"], counts["dropped"], counts["failed"], self._queue.qsize()
-        )
+        return AuditStats(**counts, queue_depth=self._queue.qsize())
 
     def health(self) -> HealthDetail:
         return self._health.detail()
@@ -228,24 +225,27 @@ class AuditWriter:
         """The records of `entries` (some built already); the jobs among them run in their
         place."""
         records: list[AuditRecord] = []
-        yielded = time.perf_counter()
-        for entry in entries:
-            if time.perf_counter() - yielded > YIELD_AFTER_S:
-                time.sleep(0)  # hands the GIL over to the event loop, if it waits for it
-                yielded = time.perf_counter()
-            if isinstance(entry, ExchangeRecord):
-                record = self._building.record(entry)
-            elif isinstance(entry, AuditRecord):
-                record = entry
-            else:
-                record = None
-                try:
-                    entry()
-                except Exception:  # a bug in one job must not stop the audit
-                    log.exception("audit: a bookkeeping job failed")
-            if record is not None:
-                records.append(record)
+        with self.turns:
+            yielded = time.perf_counter()
+            for entry in entries:
+                if time.perf_counter() - yielded > YIELD_AFTER_S:
+                    if not self.turns.hand_over():
+                        time.sleep(0)  # hands the GIL to the event loop, if it waits for it
+                    yielded = time.perf_counter()
+                if (record := self._build_one(entry)) is not None:
+                    records.append(record)
         return records
+
+    def _build_one(self, entry: ExchangeRecord | AuditRecord | Job) -> AuditRecord | None:
+        if isinstance(entry, ExchangeRecord):
+            return self._building.record(entry)
+        if isinstance(entry, AuditRecord):
+            return entry
+        try:
+            entry()
+        except Exception:  # a bug in one job must not stop the audit
+            log.exception("audit: a bookkeeping job failed")
+        return None
 
     def _store(self, records: list[AuditRecord], *, final: bool) -> None:
         """Write `records`; an unavailable store keeps them held for a retry, unless this
@@ -254,7 +254,7 @@ class AuditWriter:
         if not records:
             return
         try:
-            self._sink.write_many(records)
+            self._sink.write_many(records)  # no turn held: a slow store holds up no curation
         except Exception as exc:  # a bad batch must not take the proxy down with it
             if isinstance(exc, StoreUnavailable) and not final:
                 self._retry_in = self._health.failed(str(exc), len(records))

@@ -1,6 +1,7 @@
 """curation/thread.py: jobs submitted together run one at a time in submission order while the
 loop stays free, a failing job still trims and raises to its caller, and closing drops what
-is queued without waiting for what runs. (Results, the one thread's name and the trim's
+is queued without waiting for what runs; a job waits for its turn among the worker's
+background threads. (Results, the one thread's name and the trim's
 interval are in tests/proxy/test_heap.py.)"""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from proxy.curation.thread import CurationThread
-from proxy.priority import CURATION_STEPS, MAX_NICE
+from proxy.priority import CURATION_STEPS, MAX_NICE, Turns
 
 WAIT_S = 10.0
 
@@ -130,3 +131,23 @@ def test_jobs_run_below_the_event_loop_priority(offload: CurationThread) -> None
     loop_nice = nice()
     assert asyncio.run(offload.run(nice)) == min(MAX_NICE, loop_nice + CURATION_STEPS)
     assert nice() == loop_nice
+
+
+def test_a_job_waits_while_another_background_thread_has_the_turn() -> None:
+    turns = Turns()
+    offload = CurationThread(turns)
+    ran = threading.Event()
+
+    async def scenario() -> str:
+        turns.take()  # the audit writer, building a record
+        job = asyncio.ensure_future(offload.run(lambda: ran.set() or "planned"))
+        await asyncio.sleep(0.05)
+        assert not ran.is_set()
+        assert turns.waiting() == 1
+        turns.give()
+        return await job
+
+    try:
+        assert asyncio.run(scenario()) == "planned"
+    finally:
+        offload.close()

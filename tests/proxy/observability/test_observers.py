@@ -396,6 +396,17 @@ def test_with_the_audit_on_the_spend_jobs_run_in_its_thread(tmp_path: Path) -> N
     assert anyio.run(scenario, make_config(tmp_path, sink="none")) == ["curator-spend"]
 
 
+def test_the_audit_writer_takes_the_workers_turns(tmp_path: Path) -> None:
+    """`open_edge` gives the same turns to the curation thread: one of them runs at a time."""
+
+    async def scenario() -> bool:
+        async with open_observability(make_config(tmp_path)) as seen:
+            assert seen.audit is not None
+            return seen.audit.turns is seen.turns
+
+    assert anyio.run(scenario)
+
+
 def test_request_ids_are_hex_led_by_the_time_in_milliseconds() -> None:
     before = time.time_ns() // 1_000_000
     ids = [new_id() for _ in range(200)]

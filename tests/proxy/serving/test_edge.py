@@ -106,6 +106,7 @@ async def test_open_edge_wires_what_every_request_reads(
     setup = edge.curation
     assert setup.config is cfg
     assert isinstance(setup.offload, CurationThread)
+    assert setup.offload.turns is QUIET.turns  # the audit writer's too: one runs at a time
     assert setup.facts is not None
     # The preloaded encodings are known loaded, so no request waits for them.
     preloaded = {setup.counter.encoding_name(m) for m in PRELOADED_MODELS}

@@ -1,15 +1,19 @@
 """Jobs the writer's thread runs for others (`AuditWriter.run_soon`), and the metrics' spend
-thread handing its jobs over to it (`SpendThread.share`)."""
+thread handing its jobs over to it (`SpendThread.share`); the thread's turns with the
+curation thread."""
 
 from __future__ import annotations
 
 import threading
+import time
+from functools import partial
 
 from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.writer import AuditWriter
 from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.usage.counterfactual import SpendThread
+from proxy.priority import Turns
 from tests.proxy.observability.audit.test_writer import WAIT, BlockingSink, MemorySink, entry
 from tests.proxy.observability.audit.test_writer_outage import FlakyStore, wait_until
 
@@ -95,3 +99,56 @@ def test_the_spend_thread_hands_its_jobs_to_the_carrier_and_runs_what_it_refuses
     assert ran[1] == "curator-spend-test"
     assert carried == ["job"]
     spend.close()
+
+
+def test_the_thread_works_only_in_its_turn_and_hands_it_over_between_records() -> None:
+    """The curation thread shares the turns: while it plans, the writer builds nothing; when
+    it asks in the middle of a batch, it gets the turn at the next record (`Turns`)."""
+    turns = Turns()
+    sink = MemorySink()
+    done: list[int] = []
+    started = threading.Event()
+    w = AuditWriter(sink, RecordBuilder(Redactor.build()), turns=turns, batch_window_s=0)
+    turns.take()  # planning
+    for n in range(JOBS):
+        assert w.run_soon(partial(slow_job, done, n, started))
+    assert w.submit(entry(JOBS))  # a small record: built here, written by the thread
+    time.sleep(0.05)
+    assert (done, sink.records) == ([], [])
+    turns.give()
+    assert started.wait(WAIT)
+    turns.take()  # mid-batch
+    ran = len(done)
+    assert ran < JOBS
+    time.sleep(0.02)
+    assert len(done) == ran  # nothing ran while the turn was held
+    turns.give()
+    assert w.close(WAIT)
+    assert done == list(range(JOBS))
+    assert [r.fields["id"] for r in sink.records] == [f"r{JOBS}"]
+
+
+JOBS = 50
+
+
+def slow_job(done: list[int], n: int, started: threading.Event) -> None:
+    started.set()
+    time.sleep(0.002)  # longer than the writer's stretch between hand-overs
+    done.append(n)
+
+
+def test_a_store_that_hangs_does_not_hold_the_turn() -> None:
+    """Writing is I/O (a database across the network, a file locked by another worker):
+    it happens outside the turn, so planning never waits for the store."""
+    turns = Turns()
+    blocking = BlockingSink()
+    w = AuditWriter(blocking, RecordBuilder(Redactor.build()), turns=turns, batch_window_s=0)
+    assert w.submit(entry(0))
+    assert blocking.started.wait(WAIT)  # the thread is inside write_many, stuck
+    took = threading.Thread(target=lambda: (turns.take(), turns.give()))
+    took.start()
+    took.join(WAIT)
+    assert not took.is_alive()
+    blocking.release.set()
+    assert w.close(WAIT)
+    assert [r.fields["id"] for r in blocking.records] == ["r0"]
