@@ -24,6 +24,9 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 CURATION_STEPS = 10
 """Nice steps below the process for the curation thread (the biggest GIL user)."""
@@ -47,60 +50,98 @@ def lower_thread_priority(steps: int) -> int | None:
     return nice
 
 
+LONGEST_TURN_S = 0.05
+"""How long other threads wait for one turn at most: past that (a store that hangs, a huge
+record) they go ahead without one. A never-seen 127k-token body's record builds in ~15-25
+ms; its curation takes ~30 ms."""
+
+
 class Turns:
     """Which of a worker's background threads runs Python: one at a time, first come first
-    served. Each holds its turn for a unit of work (a curation job; an audit batch, handed
-    over between records when another thread waits: `hand_over`).
+    served, each for a unit of work (`turn()`): a curation job; an audit batch's build,
+    handed over between records when another thread waits (`Turn.hand_over`); its write.
+    No turn holds the others up for more than `longest_s`: past that they go ahead.
 
     Why: the event loop gets the GIL back from one busy thread within a switch interval,
     but not from two. A thread waiting for the GIL asks its holder to drop it only when no
     switch happened during its whole wait, and two busy threads switch between themselves
     every interval, so the loop can wait many of them (CPython 3.11, `ceval_gil.h`). Measured
-    (`python -m bench.turns_bench`, one core): with one busy thread beside the loop no tick
-    was over 1.1 ms late; with two, ~11% of ticks were over 5 ms late, the worst 10 ms; with
-    the two taking turns, well under 1%. On the `hol` bench case (the curation thread and
-    the audit writer both busy with never-seen 127k-token bodies): loop ticks over 5 ms late
-    13-22 -> 2-4 of ~890, small streaming TTFT p99 11.0-12.5 -> 7.3-7.8 ms.
+    (`python -m bench.turns_bench`, one core): beside one busy thread no loop tick was over
+    1.2 ms late; beside two, ~11% of ticks were over 5 ms late, the worst 10 ms; with the
+    two taking turns, 0.1%. On the `hol` bench case see the README (Performance).
     """
 
-    __slots__ = ("_cond", "_next", "_serving")
+    __slots__ = ("_cond", "_longest", "_next", "_serving", "_since", "_skipped")
 
-    def __init__(self) -> None:
+    def __init__(self, longest_s: float = LONGEST_TURN_S) -> None:
+        self._longest = longest_s
         self._cond = threading.Condition(threading.Lock())
         self._next = 0
         """The ticket the next thread to ask gets."""
         self._serving = 0
-        """The ticket whose holder has the turn (or gets it next)."""
+        """The ticket whose thread has the turn, or gets it next."""
+        self._since = 0.0
+        """When the current turn began (time.monotonic)."""
+        self._skipped: set[int] = set()
+        """Tickets whose threads stopped waiting (went ahead without a turn)."""
 
-    def __enter__(self) -> None:
-        self.take()
+    @contextmanager
+    def turn(self) -> Iterator[Turn]:
+        """The calling thread's turn, for the `with` block (or until it waited too long)."""
+        turn = Turn(self, self.take())
+        try:
+            yield turn
+        finally:
+            if turn.held:
+                self.give()
 
-    def __exit__(self, *_exc: object) -> None:
-        self.give()
-
-    def take(self) -> None:
-        """Wait for this thread's turn (in the order asked)."""
+    def take(self) -> bool:
+        """Wait for a turn, in the order asked. True: it is the caller's (`give` it back);
+        False: the turn before ran past `longest_s`, and the caller goes ahead without."""
         with self._cond:
             ticket = self._next
             self._next += 1
             while self._serving != ticket:
-                self._cond.wait()
+                left = self._since + self._longest - time.monotonic()
+                if left <= 0:
+                    self._skipped.add(ticket)
+                    return False
+                self._cond.wait(left)
+            self._since = time.monotonic()
+            return True
 
     def give(self) -> None:
-        """End the calling thread's turn (it must hold it)."""
+        """End the caller's turn (it must hold it): the next thread waiting has it now."""
         with self._cond:
             self._serving += 1
+            while self._serving in self._skipped:
+                self._skipped.remove(self._serving)
+                self._serving += 1
+            self._since = time.monotonic()
             self._cond.notify_all()
 
     def waiting(self) -> int:
-        """How many threads wait for a turn (besides the holder)."""
-        return max(0, self._next - self._serving - 1)
+        """How many threads wait for a turn."""
+        with self._cond:
+            return max(0, self._next - self._serving - len(self._skipped) - 1)
+
+
+class Turn:
+    """One thread's turn (`Turns.turn`)."""
+
+    __slots__ = ("_turns", "held")
+
+    def __init__(self, turns: Turns, held: bool) -> None:
+        self._turns = turns
+        self.held = held
+        """False while the thread goes ahead without one (`Turns.take`)."""
 
     def hand_over(self) -> bool:
-        """Called by the holder: when another thread waits, let it run first, then take
-        the turn back (at the end of the line). Whether it did."""
-        if not self.waiting():
+        """When another thread waits, let it run first, then take a turn again (at the end
+        of the line). Whether it did."""
+        if not self._turns.waiting():
             return False
-        self.give()
-        self.take()
+        if self.held:
+            self._turns.give()
+        self.held = self._turns.take()
         return True

@@ -34,7 +34,7 @@ class CurationThread:
 
     def _run(self, job: Callable[[], T]) -> T:
         try:
-            with self.turns:
+            with self.turns.turn():
                 return job()
         finally:
             self.trim()

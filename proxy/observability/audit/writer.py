@@ -4,10 +4,9 @@
 full the entry is dropped and counted. A small exchange's record is built in `submit`, when
 the thread is not building (`proxy.observability.audit.building`); the others in the thread,
 in batches: woken by an entry, the thread lets `batch_window_s` pass (not for a big
-exchange), then builds everything queued (in its turn among the worker's background
-threads, `proxy.priority.Turns`, handed over between records when the curation thread
-waits) and writes it in one go (one SQLite transaction; outside the turn, so a slow store
-never holds up curation). Measured on small requests at ~4,000/s,
+exchange), then builds everything queued and writes it in one go (one SQLite
+transaction), in turns with the curation thread (`proxy.priority.Turns`), handing the turn
+over between records when that waits. Measured on small requests at ~4,000/s,
 one transaction and one wake-up per record cost ~150 us of CPU per request; batched, ~20 us.
 A batch the sink rejects counts its records as failed and logs loudly, at a bounded rate.
 A store that is unavailable (`StoreUnavailable`: database down, connection lost, disk full,
@@ -225,11 +224,11 @@ class AuditWriter:
         """The records of `entries` (some built already); the jobs among them run in their
         place."""
         records: list[AuditRecord] = []
-        with self.turns:
+        with self.turns.turn() as turn:
             yielded = time.perf_counter()
             for entry in entries:
                 if time.perf_counter() - yielded > YIELD_AFTER_S:
-                    if not self.turns.hand_over():
+                    if not turn.hand_over():
                         time.sleep(0)  # hands the GIL to the event loop, if it waits for it
                     yielded = time.perf_counter()
                 if (record := self._build_one(entry)) is not None:
@@ -254,7 +253,8 @@ class AuditWriter:
         if not records:
             return
         try:
-            self._sink.write_many(records)  # no turn held: a slow store holds up no curation
+            with self.turns.turn():  # a store that hangs holds others up for a turn at most
+                self._sink.write_many(records)
         except Exception as exc:  # a bad batch must not take the proxy down with it
             if isinstance(exc, StoreUnavailable) and not final:
                 self._retry_in = self._health.failed(str(exc), len(records))

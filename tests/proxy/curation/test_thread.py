@@ -134,7 +134,7 @@ def test_jobs_run_below_the_event_loop_priority(offload: CurationThread) -> None
 
 
 def test_a_job_waits_while_another_background_thread_has_the_turn() -> None:
-    turns = Turns()
+    turns = Turns(longest_s=WAIT_S)
     offload = CurationThread(turns)
     ran = threading.Event()
 
