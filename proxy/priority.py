@@ -50,10 +50,12 @@ def lower_thread_priority(steps: int) -> int | None:
     return nice
 
 
-LONGEST_TURN_S = 0.05
+LONGEST_TURN_S = 0.25
 """How long other threads wait for one turn at most: past that (a store that hangs, a huge
-record) they go ahead without one. A never-seen 127k-token body's record builds in ~15-25
-ms; its curation takes ~30 ms."""
+body) they go ahead without one, and the rest go ahead at once until it ends. A never-seen
+127k-token body's curation takes ~30 ms alone and up to ~60 under load, its record ~15-25;
+at 50 ms the turns ran out under the `hol` bench's load, and the loop was late as often
+as without them."""
 
 
 class Turns:
