@@ -179,7 +179,7 @@ class AuditWriter:
                 stop = bool(batch) and batch[-1] is None
                 entries = [entry for entry in batch if entry is not None]
                 if entries:
-                    self._store(self._build(entries), final=stop)
+                    self._write(entries, final=stop)
                     self._trim()  # a big record's text is freed: give it back
                 if stop:
                     break
@@ -209,31 +209,31 @@ class AuditWriter:
         """Wait out the backoff, then offer the held batch again; True once closing (the
         last try then takes everything still queued too)."""
         if not self._closing.wait(self._retry_in):
-            self._store(self._held, final=False)
+            self._write([], final=False)
             return False
-        queued: list[ExchangeRecord | AuditRecord | Job] = []
+        queued: list[Queued] = []
         with contextlib.suppress(queue.Empty):
             while True:
-                entry = self._queue.get_nowait()
-                if entry is not None:
-                    queued.append(entry)
-        self._store([*self._held, *self._build(queued)], final=True)
+                queued.append(self._queue.get_nowait())
+        self._write([entry for entry in queued if entry is not None], final=True)
         return True
 
-    def _build(self, entries: Sequence[ExchangeRecord | AuditRecord | Job]) -> list[AuditRecord]:
-        """The records of `entries` (some built already); the jobs among them run in their
-        place."""
-        records: list[AuditRecord] = []
+    def _write(self, entries: Sequence[ExchangeRecord | AuditRecord | Job], *, final: bool) -> None:
+        """Build the records of `entries` (the jobs among them run in their place) and write
+        them after the held ones, in one turn (`Turns`). A curation job waiting meanwhile
+        goes first at the next record, unless more is queued: behind, the writer keeps its
+        turn, or the queue would grow, each big exchange in it holding its body."""
+        records = [*self._held]
         with self.turns.turn() as turn:
             yielded = time.perf_counter()
             for entry in entries:
                 if time.perf_counter() - yielded > YIELD_AFTER_S:
-                    if not turn.hand_over():
+                    if not (self._queue.empty() and turn.hand_over()):
                         time.sleep(0)  # hands the GIL to the event loop, if it waits for it
                     yielded = time.perf_counter()
                 if (record := self._build_one(entry)) is not None:
                     records.append(record)
-        return records
+            self._store(records, final=final)
 
     def _build_one(self, entry: ExchangeRecord | AuditRecord | Job) -> AuditRecord | None:
         if isinstance(entry, ExchangeRecord):
@@ -253,8 +253,7 @@ class AuditWriter:
         if not records:
             return
         try:
-            with self.turns.turn():  # a store that hangs holds others up for a turn at most
-                self._sink.write_many(records)
+            self._sink.write_many(records)  # a store that hangs holds up others for a turn
         except Exception as exc:  # a bad batch must not take the proxy down with it
             if isinstance(exc, StoreUnavailable) and not final:
                 self._retry_in = self._health.failed(str(exc), len(records))

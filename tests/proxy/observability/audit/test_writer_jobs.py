@@ -151,3 +151,26 @@ def test_a_store_that_hangs_holds_the_curation_thread_up_for_one_turn_at_most() 
     assert w.close(WAIT)
     assert [r.fields["id"] for r in blocking.records] == ["r0"]
     assert turns.take()  # the writer gave its turn back
+
+
+def test_behind_the_thread_keeps_its_turn_until_its_batch_is_written() -> None:
+    """More queued meanwhile means the writer is behind: handing its turn over after every
+    record, it would let exchanges in faster than it writes them, and the queue would hold
+    every big body meanwhile."""
+    turns = Turns(longest_s=WAIT)
+    sink = MemorySink()
+    done: list[int] = []
+    started = threading.Event()
+    w = AuditWriter(sink, RecordBuilder(Redactor.build()), turns=turns, batch_window_s=0)
+    turns.take()
+    for n in range(JOBS):
+        assert w.run_soon(partial(slow_job, done, n, started))
+    turns.give()
+    assert started.wait(WAIT)
+    assert w.submit(entry(JOBS))  # queued behind the batch
+    with turns.turn() as turn:
+        assert turn.held
+        assert done == list(range(JOBS))  # the whole batch went first
+        assert [r.fields["id"] for r in sink.records] == []  # not in it: the next one
+    assert w.close(WAIT)
+    assert [r.fields["id"] for r in sink.records] == [f"r{JOBS}"]
