@@ -60,9 +60,10 @@ as without them."""
 
 class Turns:
     """Which of a worker's background threads runs Python: one at a time, first come first
-    served, each for a unit of work (`turn()`): a curation job; an audit batch's build,
-    handed over between records when another thread waits (`Turn.hand_over`); its write.
-    No turn holds the others up for more than `longest_s`: past that they go ahead.
+    served, each for a unit of work (`turn()`): a curation job; an audit batch, built and
+    written, handed over between records when another thread waits (`Turn.hand_over`) and
+    the writer keeps up. No turn holds the others up for more than `longest_s`: past that
+    they go ahead.
 
     Why: the event loop gets the GIL back from one busy thread within a switch interval,
     but not from two. A thread waiting for the GIL asks its holder to drop it only when no
@@ -70,7 +71,7 @@ class Turns:
     every interval, so the loop can wait many of them (CPython 3.11, `ceval_gil.h`). Measured
     (`python -m bench.turns_bench`, one core): beside one busy thread no loop tick was over
     1.2 ms late; beside two, ~11% of ticks were over 5 ms late, the worst 10 ms; with the
-    two taking turns, 0.1%. On the `hol` bench case, loop ticks over 5 ms late 14-19 -> 1-5
+    two taking turns, 0.1%. On the `hol` bench case, loop ticks over 5 ms late 13-22 -> 2-7
     of ~895 (README, Performance).
     """
 
