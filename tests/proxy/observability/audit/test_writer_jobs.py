@@ -101,6 +101,17 @@ def test_the_spend_thread_hands_its_jobs_to_the_carrier_and_runs_what_it_refuses
     spend.close()
 
 
+JOBS = 50
+WINDOW = 0.1
+"""The writer's batch window: what is queued within it is one batch."""
+
+
+def slow_job(done: list[int], n: int, started: threading.Event) -> None:
+    started.set()
+    time.sleep(0.002)  # longer than the writer's stretch between hand-overs
+    done.append(n)
+
+
 def test_the_thread_works_only_in_its_turn_and_hands_it_over_between_records() -> None:
     """The curation thread shares the turns: while it plans, the writer builds nothing; when
     it asks in the middle of a batch, it gets the turn at the next record (`Turns`)."""
@@ -108,12 +119,12 @@ def test_the_thread_works_only_in_its_turn_and_hands_it_over_between_records() -
     sink = MemorySink()
     done: list[int] = []
     started = threading.Event()
-    w = AuditWriter(sink, RecordBuilder(Redactor.build()), turns=turns, batch_window_s=0)
+    w = AuditWriter(sink, RecordBuilder(Redactor.build()), turns=turns, batch_window_s=WINDOW)
     turns.take()  # planning
     for n in range(JOBS):
         assert w.run_soon(partial(slow_job, done, n, started))
     assert w.submit(entry(JOBS))  # a small record: built here, written by the thread
-    time.sleep(0.05)
+    time.sleep(WINDOW + 0.1)  # all of it in one batch, waiting for its turn
     assert (done, sink.records) == ([], [])
     turns.give()
     assert started.wait(WAIT)
@@ -126,15 +137,6 @@ def test_the_thread_works_only_in_its_turn_and_hands_it_over_between_records() -
     assert w.close(WAIT)
     assert done == list(range(JOBS))
     assert [r.fields["id"] for r in sink.records] == [f"r{JOBS}"]
-
-
-JOBS = 50
-
-
-def slow_job(done: list[int], n: int, started: threading.Event) -> None:
-    started.set()
-    time.sleep(0.002)  # longer than the writer's stretch between hand-overs
-    done.append(n)
 
 
 def test_a_store_that_hangs_holds_the_curation_thread_up_for_one_turn_at_most() -> None:
@@ -161,12 +163,10 @@ def test_behind_the_thread_keeps_its_turn_until_its_batch_is_written() -> None:
     sink = MemorySink()
     done: list[int] = []
     started = threading.Event()
-    w = AuditWriter(sink, RecordBuilder(Redactor.build()), turns=turns, batch_window_s=0)
-    turns.take()
+    w = AuditWriter(sink, RecordBuilder(Redactor.build()), turns=turns, batch_window_s=WINDOW)
     for n in range(JOBS):
         assert w.run_soon(partial(slow_job, done, n, started))
-    turns.give()
-    assert started.wait(WAIT)
+    assert started.wait(WAIT)  # the batch holds every job
     assert w.submit(entry(JOBS))  # queued behind the batch
     with turns.turn() as turn:
         assert turn.held
