@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from proxy.observability.audit.entry import AuditRecord, RecordBuilder
-from proxy.observability.audit.message_cache import ENTRY_BYTES
+from proxy.observability.audit.message_cache import ENTRY_BYTES, SLIM_ENTRY_BYTES, stored_of
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.sqlite import SqliteSink
@@ -35,15 +35,18 @@ def test_the_cache_keeps_a_hash_and_a_flag_per_message_not_its_body() -> None:
     builder = RecordBuilder(Redactor.build(), by_reference=True)
     first = build(builder, conversation(), "1")
     assert all(m.data is not None for m in first.original)  # a first sight carries all
-    held = list(builder._cache.items.values())
-    bodies = [data for _, data, _ in held if data is not None]
+    held = [stored_of(entry) for entry in builder._cache.items.values()]
+    bodies = [m.data for m in held if m.data is not None]
     assert [json.loads(data) for data in bodies] == [TOOLS]  # the fields quote them
     assert len(held) == len(first.original) + 1
-    assert builder._cache.size == ENTRY_BYTES * (len(first.original) + 1) + len(bodies[0])
+    slim = SLIM_ENTRY_BYTES * len(first.original)
+    assert builder._cache.size == slim + ENTRY_BYTES + len(bodies[0])
     by_value = RecordBuilder(Redactor.build())
     build(by_value, conversation(), "1")
     saved = sum(len(m.data or b"") for m in first.original)
-    assert by_value._cache.size - builder._cache.size == saved > 3000  # the tool result's
+    assert saved > 3000  # the tool result's
+    slimmer = (ENTRY_BYTES - SLIM_ENTRY_BYTES) * len(first.original)
+    assert by_value._cache.size - builder._cache.size == saved + slimmer
 
 
 def test_a_resent_message_is_not_redacted_and_its_body_is_left_out_but_made_again() -> None:

@@ -1,5 +1,6 @@
 """The audit writer's cache of redacted messages: LRU order, its byte budget and the
-quarter-budget cap on one entry, and the digests that key and address stored messages."""
+quarter-budget cap on one entry, body-less entries held slim, and the digests that key and
+address stored messages."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from hypothesis import strategies as st
 
 from proxy.observability.audit.message_cache import (
     ENTRY_BYTES,
+    SLIM_ENTRY_BYTES,
     MessageCache,
     StoredMessage,
     message_digest,
     raw_digest,
+    stored_of,
 )
 
 
@@ -34,7 +37,8 @@ def key(n: int) -> bytes:
 
 
 def held_bytes(cache: MessageCache) -> int:
-    return sum(cost(len(data or b"")) for _, data, _ in cache.items.values())
+    held = [stored_of(entry).data for entry in cache.items.values()]
+    return sum(SLIM_ENTRY_BYTES if data is None else cost(len(data)) for data in held)
 
 
 def test_a_miss_is_none_and_a_hit_is_what_was_put() -> None:
@@ -50,7 +54,7 @@ def test_a_miss_is_none_and_a_hit_is_what_was_put() -> None:
     assert left_out is not None
     assert (left_out.digest, left_out.data, left_out.redacted) == (value.digest, None, True)
     assert cache.get(key(3)) is None
-    assert cache.size == cost(120) + cost(0)
+    assert cache.size == cost(120) + SLIM_ENTRY_BYTES
 
 
 def test_the_garbage_collector_need_not_walk_the_entries() -> None:
@@ -59,12 +63,14 @@ def test_the_garbage_collector_need_not_walk_the_entries() -> None:
     cache.put(key(2), stored(10).without_body())
     gc.collect()  # untracks tuples of bytes and bools, as any collection does
     assert not any(gc.is_tracked(entry) for entry in cache.items.values())
+    assert isinstance(cache.items[key(2)], bytes)  # without a body: one object, not two
 
 
-def test_an_entry_without_a_body_counts_its_overhead_only() -> None:
+def test_an_entry_without_a_body_counts_its_slim_overhead_only() -> None:
     cache = MessageCache(10_000)
     cache.put(key(1), stored(1000).without_body())
-    assert cache.size == ENTRY_BYTES
+    cache.put(key(2), stored(0))  # an empty body is a body
+    assert cache.size == SLIM_ENTRY_BYTES + ENTRY_BYTES
 
 
 def test_an_entry_of_exactly_a_quarter_of_the_budget_is_kept_one_byte_more_is_not() -> None:
@@ -164,7 +170,8 @@ def test_raw_digest_sorts_nested_keys_and_keys_lists_too() -> None:
 # -- properties ---------------------------------------------------------------------------
 
 operations = st.lists(
-    st.tuples(st.integers(0, 15), st.integers(0, 600)),  # (key, size of its message)
+    # (key, size of its message, left out of the entry, redacted)
+    st.tuples(st.integers(0, 15), st.integers(0, 600), st.booleans(), st.booleans()),
     max_size=60,
 )
 
@@ -172,19 +179,28 @@ operations = st.lists(
 @settings(max_examples=100, deadline=None)
 @given(st.integers(0, 6000), operations)
 def test_used_as_the_builder_uses_it_the_cache_never_holds_more_than_its_budget(
-    budget: int, ops: list[tuple[int, int]]
+    budget: int, ops: list[tuple[int, int, bool, bool]]
 ) -> None:
     """The builder puts a key only after `get` missed it: then `size` is exactly what the
-    entries hold, never more than the budget, and a key just put (if small enough) is there."""
+    entries hold, never more than the budget, and a key just put (if small enough) is there,
+    giving back what was put, a body or not, its flag either way."""
     cache = MessageCache(budget)
-    for k, size in ops:
+    for k, size, slim, redacted in ops:
         if cache.get(key(k)) is not None:
             continue
-        value = stored(size)
+        value = stored(size // 12, b"[REDACTED:x]") if redacted else stored(size)
+        if slim:
+            value = value.without_body()
         cache.put(key(k), value)
         assert cache.size == held_bytes(cache) <= budget
-        if cost(size) <= budget // 4:
-            assert cache.items[key(k)] == (value.digest, value.data, value.redacted)
+        fits = (SLIM_ENTRY_BYTES if slim else cost(len(value.data or b""))) <= budget // 4
+        if fits:
+            held = stored_of(cache.items[key(k)])
+            assert (held.digest, held.data, held.redacted) == (
+                value.digest,
+                value.data,
+                value.redacted,
+            )
             assert next(reversed(cache.items)) == key(k)
         else:
             assert key(k) not in cache.items
