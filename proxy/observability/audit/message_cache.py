@@ -50,7 +50,7 @@ _FLAGS = (b"\x00", b"\x01")
 @dataclass(slots=True)
 class MessageCache:
     """LRU of redacted messages keyed by the raw message's hash, bounded in bytes: each
-    entry counts its body plus `ENTRY_BYTES`.
+    entry counts its body plus `ENTRY_BYTES`, or `SLIM_ENTRY_BYTES` without a body.
 
     Agents resend their whole history every turn; without this the writer would redact
     the same messages again on every request. For a store that keeps bodies by reference
