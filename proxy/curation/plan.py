@@ -38,6 +38,7 @@ from policies.errors import ContextOverflow
 from policies.summary_io import Services, SummaryStats
 from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.config.loader import Config, Route
+from proxy.curation.sharing import SharedTools
 from proxy.curation.thread import CurationThread
 from proxy.errors import context_length_exceeded, no_route
 from proxy.observability.exchange import BIG_BYTES, ExchangeRecord
@@ -103,6 +104,8 @@ class CurationSetup:
     default executor)."""
     facts: UpstreamFacts | None = None
     """Upstream windows and calibration (None: the budget uses the tables alone)."""
+    tools: SharedTools = field(default_factory=SharedTools)
+    """The tools lists of the requests in flight, shared between equal ones."""
     router: Router = field(init=False)
     """The config's routes and policies, memoized."""
 
@@ -196,6 +199,9 @@ def read_request(
 ) -> Plan | Pending:
     """Parse and route; a body that cannot be curated comes back as a skipped plan."""
     wire = protocol.parse(raw, setup.config.server.limits)
+    for view in (wire.body, wire.facts):  # the facts: the body itself, or tools converted
+        if type(view) is dict:
+            setup.tools.share(view)
     route = setup.router.route(record.path, wire.model, headers)
     if route is None:
         raise no_route()

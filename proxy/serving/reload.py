@@ -151,10 +151,14 @@ class Reloader:
         old = edge.curation
         if config.models == old.config.models:
             # Counts cached so far stay valid.
-            setup = CurationSetup(config, old.counter, old.loaded, old.offload, old.facts)
+            setup = CurationSetup(
+                config, old.counter, old.loaded, old.offload, old.facts, tools=old.tools
+            )
         else:
             counter = self._counter_for(config.models)
-            setup = CurationSetup(config, counter, offload=old.offload, facts=old.facts)
+            setup = CurationSetup(
+                config, counter, offload=old.offload, facts=old.facts, tools=old.tools
+            )
         if old.facts is not None:  # the upstreams' model lists, read again in the background
             old.facts.windows.refresh(edge.client, config.upstreams.values())
         return edge.serving(config, setup, await self._caches(config, edge.caches))

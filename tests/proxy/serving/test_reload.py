@@ -273,6 +273,8 @@ def test_the_token_counter_and_its_cache_stay_unless_the_models_table_changes(
         after = edge(client).curation.counter
         assert after is not before.counter
         assert after.models.lookup("house-1").context_window == 64000
+        # Requests in flight before and after either reload share their tools lists.
+        assert edge(client).curation.tools is before.tools
 
 
 def test_a_reload_that_adds_a_summarizer_gets_its_cache(config_path: Path) -> None:
