@@ -68,6 +68,17 @@ async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
 class _Exchange:
     """One request's journey, noted in its `ExchangeRecord` as it goes."""
 
+    __slots__ = (
+        "edge",
+        "headers",
+        "planned",
+        "record",
+        "relay",
+        "scope",
+        "started",
+        "summary_calls",
+    )
+
     def __init__(self, scope: Scope, edge: Edge) -> None:
         self.scope = scope
         self.edge = edge

@@ -23,6 +23,8 @@ def aiohttp_error(exc: BaseException) -> ProxyError | None:
 
 
 class _AiohttpResponse:
+    __slots__ = ("_response", "headers", "status")
+
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
         self.status = response.status

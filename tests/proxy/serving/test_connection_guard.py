@@ -4,12 +4,14 @@ header and body deadlines, max_connections with eviction, and the raw answers it
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from uvicorn.config import Config
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from proxy.observability.metrics.labels import REJECT_REASONS
@@ -258,6 +260,16 @@ def test_a_new_connection_is_admitted_with_the_header_deadline(worker: Worker) -
     assert timer_at(proto) == HEADER_S
     assert proto._phase == cg.HEAD
     assert (transport.written, transport.closed) == (b"", False)
+
+
+def test_a_connection_costs_no_more_dict_than_uvicorns_own(worker: Worker) -> None:
+    """The guard's fields are slots: in the instance dict they would push it past the keys
+    CPython 3.11 shares between instances, ~1.3 KB more for every open connection."""
+    proto, _ = worker.connect()
+    plain = HttpToolsProtocol(proto.config, worker.state, worker.app_state, worker.loop)
+    assert vars(proto).keys() == vars(plain).keys()
+    assert sys.getsizeof(vars(proto)) <= sys.getsizeof(vars(plain))
+    assert proto._phase == cg.HEAD  # the guard's own field, in its slot
 
 
 def test_a_connection_that_sends_nothing_is_closed_at_the_header_deadline(worker: Worker) -> None:
