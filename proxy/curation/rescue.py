@@ -111,10 +111,9 @@ class RescuingClient:
 
     async def send(self, request: UpstreamRequest) -> UpstreamResponse:
         response = await self._client.send(request)
-        retry = self._retry
+        retry, self._retry = self._retry, None  # once; and what it holds is freed after
         if response.status != 400 or retry is None:
             return response
-        self._retry = None  # once
         read = await _read_some(response)
         overflow = overflow_in(_decoded(read, response.headers)) if read.whole else None
         if overflow is not None:

@@ -93,14 +93,12 @@ class _Exchange:
         self.planned: Plan | None = None
 
     async def run(self, receive: Receive, send: Send) -> None:
-        record, relay = self.record, self.relay
+        record, relay, edge = self.record, self.relay, self.edge
         try:
             target = checked_target(self.scope)  # before the body: nothing to read for
-            body = await read_body(receive, self.edge.max_body_bytes)
-            record.request_bytes = len(body)
-            request = await self._prepare(body, target)
-            edge = self.edge
+            request = await self._prepare(await read_body(receive, edge.max_body_bytes), target)
             client = self._rescuing(request)
+            self.planned = None  # the rescue holds it while it may need it, no longer
             await forward(client, request, receive, send, self.headers, relay, edge.loop)
             record.status, record.outcome, record.error = relay.status, relay.outcome, relay.error
         except ClientGone:
@@ -116,6 +114,7 @@ class _Exchange:
 
     async def _prepare(self, body: bytes, target: bytes) -> UpstreamRequest:
         edge, scope, record = self.edge, self.scope, self.record
+        record.request_bytes = len(body)
         protocol = protocol_for(record.method, record.path)
         if protocol is not None:
             wanted = edge.route_by_headers or has_header(scope["headers"], POLICY_HEADER_RAW)

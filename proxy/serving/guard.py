@@ -161,6 +161,7 @@ class Guard:
         if isinstance(first, ProxyError) or first["type"] != "http.request":
             await self.app(scope, receive, send)  # the app answers or records the failure
             return
+        del first  # the app reads it from `receive`; held here, it would outlive its use
         inflight = self._inflight
         if inflight.count >= self._max_inflight:
             retry = (b"retry-after", str(RETRY_AFTER_S).encode())

@@ -33,6 +33,8 @@ class UpstreamRequest:
     """Already percent-encoded; sent as is."""
     headers: Headers
     body: bytes
+    """Emptied once the upstream's response begins (`relay.forward`): sent by then, and a
+    stream would otherwise hold a 500 KB body for as long as it lasts."""
     connect_timeout_s: float
     read_timeout_s: float
     """Longest silence between two reads, so long SSE pauses survive."""

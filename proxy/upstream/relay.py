@@ -201,6 +201,7 @@ async def _exchange(
     relay: Relay,
 ) -> None:
     response = await client.send(request)
+    request.body = b""  # sent: a stream would otherwise hold the bytes to its end
     try:
         relay.status = response.status
         if relay.tap_errors_only and response.status < 400:

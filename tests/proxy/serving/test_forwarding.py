@@ -6,6 +6,8 @@ test_app.py, tests/e2e)."""
 from __future__ import annotations
 
 import asyncio
+import copy
+import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -94,7 +96,7 @@ class FakeClient:
         self.on_send: Any = None
 
     async def send(self, request: UpstreamRequest) -> Answer:
-        self.requests.append(request)
+        self.requests.append(copy.copy(request))  # the relay empties its body once sent
         if self.on_send is not None:
             self.during.append(self.on_send())
         step = self.script.pop(0) if len(self.script) > 1 else self.script[0]
@@ -628,3 +630,62 @@ async def test_the_response_body_is_captured_for_the_audit_as_configured(
     (record,) = records
     assert (record.response is not None) == kept
     assert record.tail.endswith(COMPLETION[-20:])  # the usage is read either way
+
+
+# -- what a stream holds -----------------------------------------------------------------
+PADDING = 4 << 20
+
+
+class _Holding:
+    """An upstream answering one stream whose second read measures what the process holds
+    (tracemalloc), and keeping nothing of the request itself."""
+
+    def __init__(self) -> None:
+        self.held: int | None = None
+
+    async def send(self, request: UpstreamRequest) -> Answer:  # noqa: ARG002 - kept nothing
+        probe = self
+
+        class Measuring(Answer):
+            async def read(self) -> bytes:
+                await asyncio.sleep(0)  # a stream's read waits, as a real one does
+                if self.chunks == [b"data: [DONE]\n\n"]:
+                    probe.held = tracemalloc.get_traced_memory()[0]
+                return await super().read()
+
+        events = [b'data: {"choices": []}\n\n', b"data: [DONE]\n\n"]
+        return Measuring(200, [(b"content-type", b"text/event-stream")], list(events))
+
+
+@pytest.mark.parametrize("policy", ["off", "trim"])
+async def test_a_stream_in_progress_holds_neither_the_request_bytes_nor_what_went_upstream(
+    policy: str,
+) -> None:
+    """Sent, the bytes are freed: an agent's 500 KB body is not held while its stream
+    lasts. The body here is padded with whitespace: big as bytes, small once parsed."""
+    client = _Holding()
+    edge = make_edge(
+        make_config(Route("default", "main", policy)), client, max_body_bytes=2 * PADDING
+    )
+    scope = {"type": "http", "method": "POST", "path": CHAT, "raw_path": CHAT.encode()}
+    scope |= {"query_string": b"", "headers": [], "state": {"edge": SimpleNamespace(current=edge)}}
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if delivered:
+            await asyncio.Event().wait()
+        delivered = True
+        padded = chat_body()[:-1] + b" " * PADDING + b"}"  # made here, held by no test frame
+        return {"type": "http.request", "body": padded, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    tracemalloc.start()
+    try:
+        await proxy_endpoint(scope, receive, send)
+    finally:
+        tracemalloc.stop()
+    assert client.held is not None
+    assert client.held < PADDING / 4

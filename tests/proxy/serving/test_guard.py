@@ -3,6 +3,8 @@ answers and counts, the key ring, the credential a request presents, and the bin
 
 from __future__ import annotations
 
+import asyncio
+import tracemalloc
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -380,6 +382,25 @@ async def test_a_proxied_body_of_exactly_the_limit_is_whole() -> None:
     await Guard(app, config=config())(request(), client.receive, client.send)
     assert app.errors == []
     assert app.messages[0]["body"] == b"a" * (LIMIT // 2) + b"b" * (LIMIT // 2)
+
+
+@pytest.mark.anyio
+async def test_a_body_the_app_has_read_is_not_held_by_the_guard() -> None:
+    """The app frees it once sent upstream; the guard must not keep it for the exchange."""
+    held: list[int] = []
+
+    async def app(scope: Scope, receive: Receive, send: Any) -> None:  # noqa: ARG001
+        assert len((await receive())["body"]) == LIMIT
+        await asyncio.sleep(0)
+        held.append(tracemalloc.get_traced_memory()[0])
+
+    client = Client(b"a" * (LIMIT // 2), b"b" * (LIMIT // 2))
+    tracemalloc.start()  # after the chunks: only the body the guard joins is traced
+    try:
+        await Guard(app, config=config())(request(), client.receive, client.send)
+    finally:
+        tracemalloc.stop()
+    assert held[0] < LIMIT // 4
 
 
 @pytest.mark.anyio
