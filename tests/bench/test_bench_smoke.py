@@ -27,6 +27,7 @@ PROXY_ROWS = {
     ("stream TTFB under cold 127k load", "proxy, idle"),
     ("stream TTFB under cold 127k load", "proxy, 2 clients sending cold 127k bodies"),
     ("memory, 50 slow streams", "proxy coding-agent"),
+    ("memory, 5 slow 127k-token streams", "proxy coding-agent"),
     ("audit off vs sqlite", "flat out, audit off"),
     ("audit off vs sqlite", "flat out, audit sqlite"),
     ("audit off vs sqlite", "fixed rate, audit off"),
@@ -46,6 +47,7 @@ OTHER_ROWS = {
     ("stream, time to first byte", "direct upstream (builtin)"),
     ("stream, time to first byte", "floor"),
     ("memory, 50 slow streams", "floor"),
+    ("memory, 5 slow 127k-token streams", "floor"),
 }
 TARGETED = {
     ("small body, req/s", "proxy passthrough"),
@@ -119,6 +121,7 @@ def test_quick_run_prints_every_row_and_cleans_up(tmp_path: Path) -> None:
     assert _number(rows[("large 127k -> 32k, warm", "floor")]["p50 ms"]) > 0
     assert _number(rows[("stream, time to first byte", "floor")]["p50 ms"]) > 0
     assert "MB RSS" in rows[("memory, 50 slow streams", "floor")]["figure"]
+    assert "KB a stream over idle" in rows[("memory, 5 slow 127k-token streams", "floor")]["figure"]
     if servers.proxy_available():
         for row in TARGETED:
             assert rows[row]["met"] in ("yes", "**no**"), rows[row]
