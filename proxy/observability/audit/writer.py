@@ -173,14 +173,13 @@ class AuditWriter:
                     continue
                 wait = max(0.0, next_prune - time.monotonic())
                 try:
-                    batch = self._take(wait)
+                    entries, stop = self._take(wait)
                 except queue.Empty:
-                    batch = []  # time to prune
-                stop = bool(batch) and batch[-1] is None
-                entries = [entry for entry in batch if entry is not None]
+                    entries, stop = [], False  # time to prune
                 if entries:
                     self._write(entries, final=stop)
-                    self._trim()  # a big record's text is freed: give it back
+                    entries = []  # idle, the writer holds no exchange (each its parsed request)
+                    self._trim()  # their texts are freed now: give them back
                 if stop:
                     break
                 if time.monotonic() >= next_prune:
@@ -188,9 +187,9 @@ class AuditWriter:
         finally:
             self._close_sink()
 
-    def _take(self, wait: float) -> list[Queued]:
-        """The next batch: what the window gathered after the first entry (None, the stop
-        marker, ends a batch). Raises queue.Empty when nothing came within `wait`."""
+    def _take(self, wait: float) -> tuple[list[ExchangeRecord | AuditRecord | Job], bool]:
+        """The next batch, what the window gathered after the first entry, and whether the
+        stop marker (None) ended it. Raises queue.Empty when nothing came within `wait`."""
         batch = [self._queue.get(timeout=wait)]
         self._drain(batch)
         if batch[-1] is not None and not any(
@@ -198,7 +197,7 @@ class AuditWriter:
         ):
             time.sleep(self._batch_window)
             self._drain(batch)
-        return batch
+        return [entry for entry in batch if entry is not None], batch[-1] is None
 
     def _drain(self, batch: list[Queued]) -> None:
         with contextlib.suppress(queue.Empty):

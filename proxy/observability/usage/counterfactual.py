@@ -161,4 +161,5 @@ class SpendThread:
                 job()
             except Exception:  # a bug in one figure must not stop the others
                 log.exception("spend job failed")
+            del job  # idle, the thread holds nothing of the last exchange
             time.sleep(0)  # offer the GIL to the event loop between jobs

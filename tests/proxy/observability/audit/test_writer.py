@@ -6,6 +6,8 @@ import os
 import sqlite3
 import sys
 import threading
+import time
+import weakref
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from pathlib import Path
@@ -25,7 +27,7 @@ from proxy.observability.audit.writer import (
     RateLimitedLog,
     WriteOutcome,
 )
-from proxy.observability.exchange import ExchangeRecord
+from proxy.observability.exchange import BIG_BYTES, ExchangeRecord
 from proxy.priority import BOOKKEEPING_STEPS, MAX_NICE
 from tests.factories import audited
 
@@ -321,3 +323,24 @@ def test_open_audit_builds_a_working_writer(tmp_path: Path) -> None:
     assert w.close(WAIT)
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 1
+
+
+def test_an_idle_writer_holds_no_exchange_it_wrote() -> None:
+    """A big exchange is built in the thread; written, it must not stay in the thread's
+    hands until the next one comes (it holds its request's parsed body)."""
+
+    class Message(dict[str, str]):
+        """A message that takes weak references."""
+
+    message = Message(role="user", content="hello")
+    gone = weakref.ref(message)
+    sink = MemorySink()
+    w = writer(sink)
+    assert w.submit(audited(id="big", time=T0, original=[message], request_bytes=BIG_BYTES))
+    del message
+    deadline = time.monotonic() + WAIT
+    while (not sink.records or gone() is not None) and time.monotonic() < deadline:
+        time.sleep(0.01)  # nothing is submitted after it
+    assert [r.fields["id"] for r in sink.records] == ["big"]
+    assert gone() is None
+    assert w.close(WAIT)

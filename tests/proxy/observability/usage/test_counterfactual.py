@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
+import weakref
 
 import pytest
 
@@ -101,3 +103,23 @@ def test_spend_jobs_run_below_the_event_loop_priority() -> None:
     assert spend.join(5.0)
     base = os.getpriority(os.PRIO_PROCESS, 0)
     assert seen == [min(MAX_NICE, base + BOOKKEEPING_STEPS)]
+
+
+def test_an_idle_spend_thread_holds_nothing_of_the_last_job() -> None:
+    """A job holds its exchange's messages; the thread waiting for the next must not."""
+
+    class Messages(list[dict[str, str]]):
+        """A list that takes weak references."""
+
+    messages = Messages([SYSTEM])
+    gone = weakref.ref(messages)
+    ran = threading.Event()
+    thread = SpendThread()
+    thread.submit(lambda held=messages: ran.set() if held else None)
+    del messages
+    assert ran.wait(5.0)
+    deadline = time.monotonic() + 5.0
+    while gone() is not None and time.monotonic() < deadline:
+        time.sleep(0.01)  # no job comes after it: only the thread's own reference is left
+    assert gone() is None
+    assert thread.join(5.0)
