@@ -105,7 +105,7 @@ class CurationSetup:
     facts: UpstreamFacts | None = None
     """Upstream windows and calibration (None: the budget uses the tables alone)."""
     tools: SharedTools = field(default_factory=SharedTools)
-    """The tools lists of the requests in flight, shared between equal ones."""
+    """The tools lists seen recently, shared between equal ones."""
     router: Router = field(init=False)
     """The config's routes and policies, memoized."""
 
@@ -199,9 +199,10 @@ def read_request(
 ) -> Plan | Pending:
     """Parse and route; a body that cannot be curated comes back as a skipped plan."""
     wire = protocol.parse(raw, setup.config.server.limits)
-    for view in (wire.body, wire.facts):  # the facts: the body itself, or tools converted
-        if type(view) is dict:
-            setup.tools.share(view)
+    if type(wire.body) is dict:
+        setup.tools.share(wire.body)
+    if wire.facts is not wire.body and type(wire.facts) is dict:  # Responses' chat-shaped view
+        setup.tools.share(wire.facts)
     route = setup.router.route(record.path, wire.model, headers)
     if route is None:
         raise no_route()

@@ -5,7 +5,6 @@ longer than the requests that hold it."""
 from __future__ import annotations
 
 import asyncio
-import gc
 import itertools
 from typing import Any
 
@@ -130,16 +129,35 @@ def test_responses_share_both_the_body_tools_and_their_chat_view() -> None:
     assert first.facts["tools"] is not first.body["tools"]
 
 
-def test_a_list_lives_no_longer_than_the_requests_holding_it() -> None:
+def test_an_agents_next_turn_gets_the_same_list() -> None:
+    """Not only requests in flight at once: sequential turns share too."""
     curation = setup()
-    records = [planned(curation, chat_body(TOOLS, str(i)))[1] for i in range(3)]
-    assert len(curation.tools) == 1
-    del records
-    gc.collect()
-    assert len(curation.tools) == 0
-    planned(curation, chat_body(TOOLS))
-    gc.collect()
-    assert len(curation.tools) == 0
+    first = planned(curation, chat_body(TOOLS, "one"))[1].body
+    assert first is not None
+    tools = first["tools"]
+    del first
+    second = planned(curation, chat_body(TOOLS, "two"))[1].body
+    assert second is not None
+    assert second["tools"] is tools
+
+
+def test_the_lists_kept_are_bounded_by_their_json_the_least_recently_used_going() -> None:
+    lists = [[{"name": f"tool{i}", "pad": "x" * 90}] for i in range(4)]
+    size = len(orjson.dumps(lists[0]))
+
+    def again(i: int) -> list[Any]:
+        return orjson.loads(orjson.dumps(lists[i]))  # equal, not the same list
+
+    shared = SharedTools(limit_bytes=3 * size)
+    firsts = [shared.shared(tools) for tools in lists[:3]]
+    assert shared.shared(again(0)) is firsts[0]  # used again: the newest now
+    shared.shared(lists[3])  # one over the limit: the least recently used goes
+    assert len(shared) == 3
+    assert shared.shared(again(0)) is firsts[0]
+    assert shared.shared(again(1)) is not firsts[1]
+    too_big = SharedTools(limit_bytes=size - 1)
+    too_big.shared(lists[0])
+    assert len(too_big) == 0
 
 
 def test_what_is_not_a_non_empty_list_of_json_is_left_alone() -> None:
