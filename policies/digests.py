@@ -76,6 +76,32 @@ class Lru(Generic[V]):
                 data.popitem(last=False)
 
 
+class ByIdentity(Generic[V]):
+    """Values computed from objects seen recently, found by the object, not by hashing it:
+    a tools list that requests share (the proxy keeps one copy of equal ones) is hashed
+    once, not on every request. It holds the objects, so an `id` here stays theirs; the
+    oldest go first past `size`. Thread-safe."""
+
+    __slots__ = ("_items", "_lock", "_size")
+
+    def __init__(self, size: int = 8) -> None:
+        self._items: dict[tuple[int, bytes], tuple[object, V]] = {}
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get_or_compute(self, obj: object, tag: bytes, compute: Callable[[], V]) -> V:
+        """The value for `obj` under `tag`, computed and kept when missing."""
+        hit = self._items.get((id(obj), tag))
+        if hit is not None and hit[0] is obj:
+            return hit[1]
+        value = compute()
+        with self._lock:
+            if len(self._items) >= self._size:
+                del self._items[next(iter(self._items))]
+            self._items[(id(obj), tag)] = (obj, value)
+        return value
+
+
 def namespace(kind: bytes, enc: Encoder) -> bytes:
     """What starts every key of this kind and encoding."""
     # Estimated and exact counts of one encoding must never share cache entries.

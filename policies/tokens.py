@@ -22,7 +22,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from policies.cuts import fit, fit_chars
-from policies.digests import Lru, digest, json_bytes, message_key, namespace, str_bytes
+from policies.digests import (
+    ByIdentity,
+    Lru,
+    digest,
+    json_bytes,
+    message_key,
+    namespace,
+    str_bytes,
+)
 from policies.encoders import Encoder, EstimatingEncoder, Loader, LoadJob
 from policies.fast_bpe import load_exact
 from policies.formula import TOKENS_PER_MESSAGE, TOKENS_PER_NAME, Sink, count, message_tokens
@@ -73,6 +81,7 @@ class TokenCounter:
         self._cache = Lru[int](cache_entries)
         self._plans = Lru[Plan](cache_entries // PLAN_SHARE)
         self._texts = Lru[str](cache_entries // PLAN_SHARE)
+        self._tool_keys = ByIdentity[bytes]()  # a shared tools list is hashed once
         self._encoders: dict[str, Encoder] = {}
         self._encoding_of: dict[str, str] = {}
         self._openai_of: dict[str, bool] = {}
@@ -208,7 +217,10 @@ class TokenCounter:
             return 0
         enc = self.encoder(model)
         openai = self.follows_openai(model)
-        key = digest(namespace(b"T" if openai else b"TJ", enc), json_bytes(list(tools)))
+        tag = namespace(b"T" if openai else b"TJ", enc)
+        key = self._tool_keys.get_or_compute(
+            tools, tag, lambda: digest(tag, json_bytes(list(tools)))
+        )
         return self._cache.get_or_compute(
             key, lambda: tool_definition_tokens(tools, lambda s: count(enc, s), openai=openai)
         )

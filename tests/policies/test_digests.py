@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from policies.digests import Lru, message_key
+from policies.digests import ByIdentity, Lru, message_key
 
 SPACE = b"m\0o200k_base\0"
 
@@ -79,3 +80,30 @@ def test_a_missing_value_is_computed_once_and_kept() -> None:
     assert lru.get_or_compute(b"b", lambda: compute(b"b")) == 2
     assert calls == [b"a", b"b"]
     assert lru.get_many([b"a", b"b"]) == [1, 2]
+
+
+def test_by_identity_computes_once_per_object_and_tag_and_forgets_the_oldest() -> None:
+    memo = ByIdentity[int](size=2)
+    calls: list[str] = []
+
+    def compute(name: str) -> Callable[[], int]:
+        return lambda: calls.append(name) or len(calls)
+
+    first, equal, other = ["a"], ["a"], ["b"]
+    assert memo.get_or_compute(first, b"x", compute("first")) == 1
+    assert memo.get_or_compute(first, b"x", compute("again")) == 1  # the same object
+    assert memo.get_or_compute(equal, b"x", compute("equal")) == 2  # equal is not the same
+    assert memo.get_or_compute(first, b"y", compute("tag")) == 3  # another tag
+    assert calls == ["first", "equal", "tag"]
+    memo.get_or_compute(other, b"x", compute("other"))  # past size 2: the oldest went
+    assert memo.get_or_compute(first, b"x", compute("evicted")) == 5
+    assert calls[-1] == "evicted"
+
+
+def test_by_identity_keeps_its_objects_so_an_id_is_never_another_objects() -> None:
+    memo = ByIdentity[str]()
+    gone = ["x"]
+    memo.get_or_compute(gone, b"", lambda: "x")
+    del gone  # the memo still holds it: no new object can take its id
+    fresh = [["y"] for _ in range(50)]
+    assert all(memo.get_or_compute(o, b"", lambda o=o: o[0]) == "y" for o in fresh)

@@ -17,6 +17,7 @@ from policies.encoders import Encoder, EstimatingEncoder
 from policies.images import LOW_DETAIL, MAX_IMAGE_TOKENS
 from policies.models import ModelInfo, ModelTable
 from policies.tokens import REPLY_PRIMING, TokenCounter
+from tests import factories as f
 from tests.factories import CharEncoder, failing_loader
 
 COOKBOOK_MESSAGES = [
@@ -476,3 +477,17 @@ def test_any_json_shape_is_counted_without_raising(
     counter = ROBUST
     assert counter.count_messages(messages, "gpt-4o") >= 3 * len(messages) + REPLY_PRIMING
     assert counter.count_tools(tools, "gpt-4o") >= 0
+
+
+def test_a_tools_list_seen_again_is_not_serialized_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests share an equal tools list (the proxy's `SharedTools`): its key is made once."""
+    counter = f.counter()
+    tools = [{"type": "function", "function": {"name": "grep", "description": "Search."}}]
+    made: list[object] = []
+    real = tokens_module.json_bytes
+    monkeypatch.setattr(tokens_module, "json_bytes", lambda v: made.append(v) or real(v))
+    first = counter.count_tools(tools, "gpt-4o")
+    assert counter.count_tools(tools, "gpt-4o") == first
+    assert len(made) == 1
+    assert counter.count_tools(orjson.loads(orjson.dumps(tools)), "gpt-4o") == first
+    assert len(made) == 2  # an equal list that is another object is keyed by its bytes

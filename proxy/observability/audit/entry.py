@@ -6,8 +6,7 @@ accumulator or body, the client's Authorization value. All the work (assembling 
 response, redacting, serializing, hashing) happens in `RecordBuilder` once the exchange
 ended (`audit.building`: on which thread); the audit's names for the record's fields are
 given here, once (`_metadata`, `audit_kind`, `audit_mode`, `audit_response`). Redaction
-never fails open: if it raises, the record is written with every client or upstream
-string masked, or without that content at all.
+never fails open: if it raises, every client or upstream string is masked, or left out.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from policies.digests import ByIdentity
 from policies.messages import Message
 from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.audit.message_cache import (
@@ -107,6 +107,7 @@ class RecordBuilder:
         self._sources: dict[bytes, object] = {}
         """The record being built: each left-out body's message, to redact it again."""
         self._stamps = Stamps()
+        self._tool_keys = ByIdentity[bytes]()
         self._hidden: frozenset[str] = frozenset()
         """The entry's protocol's own message keys, left out of what is stored."""
         self.last_failure: str | None = None
@@ -187,12 +188,11 @@ class RecordBuilder:
     ) -> tuple[StoredMessage | None, dict[str, Any]]:
         """The tools, redacted, and their fields: `tools` (the redacted JSON, a fragment)
         and `tools_digest` (of the tools as sent, what `curator simulate` keys them by).
-        An agent sends the same tools every turn: they are redacted once per distinct
-        list (the message cache keeps them too)."""
+        Redacted once per distinct list (the cache), hashed once per shared list."""
         tools = tools_of(entry.facts)
         if tools is None:
             return None, {"tools": None, "tools_digest": None}
-        key = raw_digest(tools)
+        key = self._tool_keys.get_or_compute(tools, b"", partial(raw_digest, tools))
         stored = self._message(tools, clean, cached, key, whole=True)
         assert stored.data is not None  # `whole`: the fields quote them
         return stored, {"tools": orjson.Fragment(stored.data), "tools_digest": key.hex()}

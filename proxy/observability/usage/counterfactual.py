@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from policies.digests import ByIdentity
 from policies.prefix_cache import PrefixCache, Prompt
 from proxy.priority import BOOKKEEPING_STEPS, lower_thread_priority
 
@@ -71,6 +72,8 @@ class Counterfactuals:
         self._lock = threading.Lock()
         self._memo: dict[tuple[object, ...], Any] = {}
         """Per-model facts and per-tool-list counts, asked for on every request."""
+        self.tool_keys = ByIdentity[bytes]()
+        """The digests of the tools lists seen recently (a shared list is hashed once)."""
 
     def memo(self, key: tuple[object, ...], compute: Callable[[], T]) -> T:
         """`compute()`, remembered under `key` (at most `MAX_MEMO` keys, then forgotten)."""

@@ -17,6 +17,7 @@ import hashlib
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 import orjson
@@ -193,7 +194,7 @@ def uncurated_prompt(
     with curation's `keys` and `counts` for every message, nothing is counted again."""
     blocks: list[Block] = []
     if tools:
-        digest = hashlib.blake2b(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)).digest()[:16]
+        digest = history.tool_keys.get_or_compute(tools, b"", partial(_tools_digest, tools))
         size = history.memo((counter, model, digest), lambda: counter.count_tools(tools, model))
         blocks.append(Block(b"T" + digest, size))
     if len(counts) == len(keys) == len(messages) and None not in keys:
@@ -203,3 +204,7 @@ def uncurated_prompt(
     blocks.extend(Block(k, n) for k, n in measured)
     blocks.append(Block(PRIMING_KEY, REPLY_PRIMING))
     return Prompt(tuple(blocks))
+
+
+def _tools_digest(tools: Sequence[Mapping[str, Any]]) -> bytes:
+    return hashlib.blake2b(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)).digest()[:16]

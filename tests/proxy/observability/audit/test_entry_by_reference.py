@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from proxy.observability.audit import entry as entry_module
 from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.message_cache import ENTRY_BYTES, SLIM_ENTRY_BYTES, stored_of
 from proxy.observability.audit.readers.sqlite import SqliteReader
@@ -118,3 +119,19 @@ def test_a_body_in_the_batch_is_used_rather_than_made_again(tmp_path: Path) -> N
     sink.write_many([first, again])  # both new to the store; the first carries the bodies
     sink.write(again)  # the store has them now: nothing to make
     sink.close()
+
+
+def test_a_tools_list_seen_again_is_hashed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests share an equal tools list (the proxy's `SharedTools`); equal lists that are
+    other objects get the same digest, hashed again."""
+    builder = RecordBuilder(Redactor.build(), by_reference=True)
+    hashed: list[object] = []
+    real = entry_module.raw_digest
+    monkeypatch.setattr(entry_module, "raw_digest", lambda v: hashed.append(v) or real(v))
+    tools = orjson.loads(orjson.dumps(TOOLS))
+    records = [
+        builder.build(audited(id=str(i), time=1.0, original=[], body={"tools": listed}))
+        for i, listed in enumerate([tools, tools, orjson.loads(orjson.dumps(TOOLS))])
+    ]
+    assert len({r.fields["tools_digest"] for r in records}) == 1
+    assert hashed == [tools, TOOLS]

@@ -7,6 +7,7 @@ import pytest
 
 from policies.pricing import Price, PriceTable, Usage, cost
 from policies.tokens import REPLY_PRIMING
+from proxy.observability.usage import spend as spend_module
 from proxy.observability.usage.counterfactual import Counterfactuals
 from proxy.observability.usage.spend import Sent, account, uncurated_prompt
 from tests import factories as f
@@ -100,3 +101,18 @@ def test_the_curations_counts_are_used_without_counting_again() -> None:
     partial = [None, *keys[1:]]
     counted = uncurated_prompt(HISTORY, counter, "gpt-4o", [], Counterfactuals(), partial, given)
     assert [b.tokens for b in counted.blocks[:-1]] == real
+
+
+def test_a_tools_list_seen_again_is_hashed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Requests share an equal tools list (the proxy's `SharedTools`): its block key is
+    made once; an equal list that is another object gets the same key, made again."""
+    made: list[object] = []
+    real = spend_module._tools_digest
+    monkeypatch.setattr(spend_module, "_tools_digest", lambda v: made.append(v) or real(v))
+    counter, history, tools = f.counter(), Counterfactuals(), [TOOL]
+    prompts = [
+        uncurated_prompt(HISTORY, counter, "gpt-4o", listed, history)
+        for listed in (tools, tools, [dict(TOOL)])
+    ]
+    assert len({p.blocks[0].key for p in prompts}) == 1
+    assert len(made) == 2
