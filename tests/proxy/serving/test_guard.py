@@ -20,6 +20,7 @@ from proxy.config.loader import Config, ServerConfig, UpstreamConfig
 from proxy.config.viewer import ViewerConfig
 from proxy.errors import ProxyError
 from proxy.observability.metrics.labels import REJECT_REASONS
+from proxy.serving import guard as guard_module
 from proxy.serving.conn_limits import BODY_TIMED_OUT
 from proxy.serving.guard import (
     PROXY_CREDENTIAL,
@@ -32,6 +33,7 @@ from proxy.serving.guard import (
     presented_credential,
 )
 from proxy.types import Message, Receive, Scope
+from tests.proxy.serving.test_forwarding import held_from
 
 KEY = "ck-proxy-key-0001"
 OTHER = "ck-proxy-key-0002"
@@ -392,10 +394,10 @@ async def test_a_body_the_app_has_read_is_not_held_by_the_guard() -> None:
     async def app(scope: Scope, receive: Receive, send: Any) -> None:  # noqa: ARG001
         assert len((await receive())["body"]) == LIMIT
         await asyncio.sleep(0)
-        held.append(tracemalloc.get_traced_memory()[0])
+        held.append(held_from(guard_module.__file__))  # the body the guard joined
 
     client = Client(b"a" * (LIMIT // 2), b"b" * (LIMIT // 2))
-    tracemalloc.start()  # after the chunks: only the body the guard joins is traced
+    tracemalloc.start()
     try:
         await Guard(app, config=config())(request(), client.receive, client.send)
     finally:
