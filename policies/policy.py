@@ -139,8 +139,12 @@ def _requested_output(body: Mapping[str, Any]) -> int:
 
 
 def tool_list(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The request's tool definitions, to read: the body's own list when every entry is an
+    object (so a list requests share is known by identity, `digests.ByIdentity`)."""
     tools = body.get("tools")
     if isinstance(tools, list):
+        if all(isinstance(t, Mapping) for t in tools):
+            return tools
         return [t for t in tools if isinstance(t, Mapping)]
     functions = body.get("functions")  # legacy: a bare list of function definitions
     if isinstance(functions, list):

@@ -16,6 +16,7 @@ from policies import tokens as tokens_module
 from policies.encoders import Encoder, EstimatingEncoder
 from policies.images import LOW_DETAIL, MAX_IMAGE_TOKENS
 from policies.models import ModelInfo, ModelTable
+from policies.policy import Policy, tool_list
 from policies.tokens import REPLY_PRIMING, TokenCounter
 from tests import factories as f
 from tests.factories import CharEncoder, failing_loader
@@ -480,14 +481,25 @@ def test_any_json_shape_is_counted_without_raising(
 
 
 def test_a_tools_list_seen_again_is_not_serialized_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Requests share an equal tools list (the proxy's `SharedTools`): its key is made once."""
-    counter = f.counter()
+    """Requests share an equal tools list (the proxy's `SharedTools`): the budget keys its
+    count once, though it reads the list through `tool_list` on every request."""
+    counter, policy = f.counter(), Policy("p")
     tools = [{"type": "function", "function": {"name": "grep", "description": "Search."}}]
     made: list[object] = []
     real = tokens_module.json_bytes
     monkeypatch.setattr(tokens_module, "json_bytes", lambda v: made.append(v) or real(v))
-    first = counter.count_tools(tools, "gpt-4o")
-    assert counter.count_tools(tools, "gpt-4o") == first
+    budgets = [policy.budget({"model": "gpt-4o", "tools": tools}, counter) for _ in range(3)]
+    assert len({b.tools for b in budgets}) == 1
     assert len(made) == 1
-    assert counter.count_tools(orjson.loads(orjson.dumps(tools)), "gpt-4o") == first
+    again = policy.budget({"model": "gpt-4o", "tools": orjson.loads(orjson.dumps(tools))}, counter)
+    assert again.tools == budgets[0].tools
     assert len(made) == 2  # an equal list that is another object is keyed by its bytes
+
+
+def test_tool_list_is_the_bodys_own_list_unless_it_filters() -> None:
+    tools = [{"type": "function", "function": {"name": "grep"}}]
+    assert tool_list({"tools": tools}) is tools
+    mixed = [*tools, "not a tool"]
+    assert tool_list({"tools": mixed}) == tools
+    functions = [{"name": "grep"}]
+    assert tool_list({"functions": functions}) == [{"type": "function", "function": functions[0]}]

@@ -104,15 +104,16 @@ def test_the_curations_counts_are_used_without_counting_again() -> None:
 
 
 def test_a_tools_list_seen_again_is_hashed_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Requests share an equal tools list (the proxy's `SharedTools`): its block key is
-    made once; an equal list that is another object gets the same key, made again."""
+    """Requests share an equal tools list (the proxy's `SharedTools`): the counterfactual's
+    block key for it is made once; an equal list that is another object gets the same key,
+    made again."""
     made: list[object] = []
     real = spend_module._tools_digest
     monkeypatch.setattr(spend_module, "_tools_digest", lambda v: made.append(v) or real(v))
     counter, history, tools = f.counter(), Counterfactuals(), [TOOL]
-    prompts = [
-        uncurated_prompt(HISTORY, counter, "gpt-4o", listed, history)
-        for listed in (tools, tools, [dict(TOOL)])
-    ]
-    assert len({p.blocks[0].key for p in prompts}) == 1
+    usage = Usage(input=30, cached=0, output=40)
+    for listed in (tools, tools, [dict(TOOL)]):
+        sent = Sent.of("gpt-4o", {"tools": listed}, HISTORY, [], usage)
+        account(sent, counter, PRICES, history).counterfactual()
     assert len(made) == 2
+    assert made[0] is tools
