@@ -5,7 +5,8 @@ A record references its messages by hash (16-byte blake2b of the redacted canoni
 concatenated in order), so a conversation that resends its growing history every turn
 costs storage linear in its length, not quadratic. `message_refs` counts references:
 retention drops unreferenced messages without scanning every record. The counts are a
-table apart so that counting a message sent again never rewrites its body.
+table apart so that counting a message sent again never rewrites its body, and a turn
+counts only what its conversation's previous record did not (`sqlite_refs`).
 
 The schema is versioned (`PRAGMA user_version`) and migrated in place at open, under
 BEGIN IMMEDIATE, so workers starting together migrate it once (`sinks.sqlite_schema`).
@@ -35,8 +36,8 @@ from proxy.observability.audit.sinks.base import (
     blobs_of,
     split_digests,
     stored_fields,
-    tools_digest,
 )
+from proxy.observability.audit.sinks.sqlite_refs import Chains, unref
 from proxy.observability.audit.sinks.sqlite_schema import (
     BUSY_TIMEOUT_MS,
     SCHEMA_VERSION,
@@ -65,8 +66,8 @@ _RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 _COLUMNS = ("id", "kind", "parent_id", "route", "policy", "model", "status")
 """Record fields copied into columns, for listing and filtering without parsing JSON."""
 _INSERT = (
-    f"INSERT INTO records (time, {', '.join(_COLUMNS)}, original, curated, fields) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO records (seq, time, {', '.join(_COLUMNS)}, original, curated, fields, base) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -87,6 +88,7 @@ class SqliteSink:
         self.max_bytes = max_bytes
         self._busy_timeout_ms = busy_timeout_ms
         self._conn: sqlite3.Connection | None = None
+        self._chains = Chains()
 
     def _connection(self) -> sqlite3.Connection:
         # Opened lazily, in the writer thread that uses it; a failure is retried next time.
@@ -95,6 +97,7 @@ class SqliteSink:
                 self._conn = connect_writer(self.path, busy_timeout_ms=self._busy_timeout_ms)
             except sqlite3.OperationalError as exc:
                 raise _mapped(exc) from exc
+            self._chains.clear()  # maybe another file at that path now
         return self._conn
 
     def write(self, record: AuditRecord) -> None:
@@ -103,13 +106,10 @@ class SqliteSink:
     def write_many(self, records: Sequence[AuditRecord]) -> None:
         """All of `records` in one transaction: messages first (each distinct one once)."""
         conn = self._connection()
-        refs: Counter[bytes] = Counter()
         bodies = Bodies()
         rows = []
         for record in records:
-            messages = blobs_of(record)
-            refs.update(m.digest for m in messages)
-            bodies.add(record, messages)
+            bodies.add(record, blobs_of(record))
             curated = record.curated
             rows.append(
                 (
@@ -122,11 +122,14 @@ class SqliteSink:
             )
         try:
             with transaction(conn):
-                new = _count_refs(conn, refs)
+                counted = self._chains.count(conn, records)
+                new = _count_refs(conn, counted.adds)
                 _insert_rows(conn, _STORE, [(d, bodies[d]) for d in new])
-                _insert_rows(conn, _INSERT, rows)
+                numbered = enumerate(zip(rows, counted.bases, strict=True), counted.first_seq)
+                _insert_rows(conn, _INSERT, [(seq, *row, base) for seq, (row, base) in numbered])
         except sqlite3.OperationalError as exc:
             raise _mapped(exc) from exc
+        self._chains.remember(counted)
 
     def prune(self, now: float | None = None) -> int:
         """Apply retention: drop records past max_age_days, then the oldest over max_bytes.
@@ -260,7 +263,8 @@ def used_bytes(conn: sqlite3.Connection) -> int:
 def _delete_oldest(
     conn: sqlite3.Connection, *, before: float | None = None, limit: int = PRUNE_BATCH
 ) -> int:
-    """Delete up to `limit` oldest records (older than `before`) and orphaned messages.
+    """Delete up to `limit` oldest records (older than `before`) and orphaned messages
+    (`sqlite_refs.unref`).
 
     Batches keep each transaction short, so other workers' writes wait only briefly.
     """
@@ -269,17 +273,14 @@ def _delete_oldest(
     params: tuple[Any, ...] = (limit,) if before is None else (before, limit)
     with transaction(conn):
         rows = conn.execute(
-            f"SELECT seq, original, curated, fields FROM records {where}ORDER BY time, seq LIMIT ?",
+            f"SELECT seq, base, original, curated, fields FROM records {where}"
+            "ORDER BY time, seq LIMIT ?",
             params,
         ).fetchall()
-        refs: Counter[bytes] = Counter()
-        for _, original, curated, fields in rows:
-            refs.update(split_digests(original))
-            refs.update(split_digests(curated))
-            refs.update(tools_digest(fields))
+        refs = unref(conn, rows)
         conn.executemany(
-            "UPDATE message_refs SET refs = refs - ? WHERE hash = ?",
-            [(n, d) for d, n in refs.items()],
+            "UPDATE message_refs SET refs = refs + ? WHERE hash = ?",
+            [(n, d) for d, n in refs.items() if n],
         )
         digests = [(d,) for d in refs]
         conn.executemany(

@@ -50,6 +50,15 @@ MIGRATIONS = (
             "INSERT OR IGNORE INTO message_refs (hash, refs) SELECT hash, refs FROM messages",
         ),
     ),
+    Migration(
+        4,
+        "a record may name its conversation's previous record as its base and count only "
+        "what it adds (`sinks.sqlite_refs`); existing records name none, as they count all",
+        (
+            "ALTER TABLE records ADD COLUMN base INTEGER",
+            "CREATE INDEX IF NOT EXISTS records_base ON records (base) WHERE base IS NOT NULL",
+        ),
+    ),
 )
 SCHEMA_VERSION = latest(MIGRATIONS)
 

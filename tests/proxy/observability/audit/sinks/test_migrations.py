@@ -56,12 +56,12 @@ def version(path: str) -> int:
 
 def test_an_old_store_upgrades_in_place_and_keeps_its_records(tmp_path: Path) -> None:
     db = old_store(tmp_path / "audit.db")
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
     sink = SqliteSink(db)
     sink.close()
     connect_writer(db).close()
-    assert version(db) == 3
-    assert "records_route" in indexes(db)
+    assert version(db) == 4
+    assert {"records_route", "records_base"} <= indexes(db)
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT refs FROM message_refs").fetchall() == [(1,)]
     reader = SqliteReader(db)
@@ -96,7 +96,7 @@ def test_workers_starting_together_migrate_once(tmp_path: Path) -> None:
     for thread in threads:
         thread.join(30)
     assert errors == []
-    assert version(db) == 3
+    assert version(db) == 4
 
 
 def test_a_newer_store_is_refused(tmp_path: Path) -> None:
@@ -113,7 +113,7 @@ def test_a_newer_store_is_refused(tmp_path: Path) -> None:
 def test_curator_audit_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = old_store(tmp_path / "audit.db")
     assert main(["audit", "migrate", "--path", db]) == 0
-    assert capsys.readouterr().out == f"{db}: applied schema versions 2, 3\n"
+    assert capsys.readouterr().out == f"{db}: applied schema versions 2, 3, 4\n"
     assert main(["audit", "migrate", "--path", db]) == 0
     assert capsys.readouterr().out == f"{db}: schema up to date\n"
     jsonl = tmp_path / "audit.jsonl"

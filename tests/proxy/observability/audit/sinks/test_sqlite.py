@@ -26,6 +26,7 @@ from proxy.observability.audit.sinks.sqlite import (
     used_bytes,
 )
 from tests.factories import audited
+from tests.proxy.observability.audit.sinks.test_sqlite_refs import assert_consistent
 
 T0 = 1_767_225_600.0
 WORDS = (
@@ -113,8 +114,10 @@ def test_identical_messages_are_stored_once(db: str, builder: RecordBuilder) -> 
         )
     )
     sink.close()
-    assert counts(db) == (3, 3, 7)
+    # The third is the second's turn again, curated: it counts only the curated copy of "b".
+    assert counts(db) == (3, 3, 5)
     assert referenced(db) == 7
+    assert_consistent(db)
 
 
 def test_a_resent_message_body_is_not_written_again(db: str, builder: RecordBuilder) -> None:
@@ -134,13 +137,20 @@ def test_a_resent_message_body_is_not_written_again(db: str, builder: RecordBuil
     assert sum(s.count("be brief") for s in statements) == 0  # bodies are bound, not inlined
     statements.clear()
     sink.write(record(builder, [system, {"role": "user", "content": "a"}], rid="3", at=T0 + 2))
-    # Every message already stored: only counted, no body sent again.
+    # Every message already stored, and counted by the conversation's record "1" (its base):
+    # no body sent again, nothing counted again.
     assert not any("INSERT INTO messages" in s for s in statements)
+    assert not any("INSERT INTO message_refs" in s for s in statements)
+    sink.write(record(builder, [system, {"role": "user", "content": "c"}], rid="4", at=T0 + 3))
+    # Another conversation: it counts the system prompt too, but stores only "c"'s body.
+    stored = [s for s in statements if s.startswith("INSERT INTO messages")]
+    assert sum(s.count(", 0, ") for s in stored) == 1
     assert any("INSERT INTO message_refs" in s for s in statements)
     sink.close()
-    assert counts(db) == (3, 3, 6)
+    assert counts(db) == (4, 4, 6)
+    assert_consistent(db)
     reader = SqliteReader(db)
-    for rid, last in (("1", "a"), ("2", "b"), ("3", "a")):
+    for rid, last in (("1", "a"), ("2", "b"), ("3", "a"), ("4", "c")):
         got = reader.get(rid)
         assert got is not None
         assert got["original"] == [system, {"role": "user", "content": last}]
@@ -177,7 +187,7 @@ def test_batches_of_any_size_compile_a_few_statement_shapes(
         written += size
     conn.close()
     shapes = {s.count("?") for s in statements if s.startswith("INSERT INTO records")}
-    assert shapes == {11 * 2**bit for bit in range(6)}  # 1, 2, 4, 8, 16 and 32 rows
+    assert shapes == {13 * 2**bit for bit in range(6)}  # 1, 2, 4, 8, 16 and 32 rows
     assert counts(db) == (written, written, written)
 
 
@@ -346,6 +356,7 @@ WRITER_SCRIPT = """
 import sys
 from proxy.observability.audit.entry import RecordBuilder
 from tests.factories import audited
+from tests.proxy.observability.audit.sinks.test_sqlite_refs import assert_consistent
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks.sqlite import SqliteSink
 
