@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,30 +132,45 @@ def _id(record: AuditRecord) -> Any:
     return record.fields.get("id")
 
 
-def unref(conn: sqlite3.Connection, rows: Iterable[tuple[Any, ...]]) -> Counter[bytes]:
+def unref(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> Counter[bytes]:
     """What deleting `rows` ((seq, base, original, curated, fields), oldest first) changes
-    in the counts; records naming one of them as their base stop naming one."""
+    in the counts; the records left that name one of them as their base stop naming one.
+
+    Records of one conversation deleted together are each other's bases: each gives up
+    only what it owns, and nothing is handed between them."""
+    doomed = {row[0] for row in rows}
+    refs_of: dict[int, Counter[bytes]] = {}
     delta: Counter[bytes] = Counter()
-    gone: set[int] = set()
-    orphaned: set[int] = set()
     for seq, base, *blobs in rows:
-        mine = stored_references(*blobs)
-        own = mine
-        if base is not None and seq not in orphaned:
+        mine = refs_of[seq] = stored_references(*blobs)
+        delta.subtract(_owned(conn, mine, base, refs_of))
+        successors = conn.execute("SELECT seq FROM records WHERE base = ?", (seq,)).fetchall()
+        left = [successor for (successor,) in successors if successor not in doomed]
+        for successor in left:
             row = conn.execute(
-                "SELECT original, curated, fields FROM records WHERE seq = ?", (base,)
+                "SELECT original, curated, fields FROM records WHERE seq = ?", (successor,)
             ).fetchone()
-            # A base missing though named would mean lost counts: keep X's, never free early.
-            own = mine - stored_references(*row) if row is not None else Counter()
-        delta.subtract(own)
-        successors = conn.execute(
-            "SELECT seq, original, curated, fields FROM records WHERE base = ?", (seq,)
-        ).fetchall()
-        for successor, *theirs in successors:
-            if successor not in gone:
-                delta.update(stored_references(*theirs) & mine)
-                orphaned.add(successor)
-        if successors:
+            delta.update(stored_references(*row) & mine)
+        if left:
             conn.execute("UPDATE records SET base = NULL WHERE base = ?", (seq,))
-        gone.add(seq)
     return delta
+
+
+def _owned(
+    conn: sqlite3.Connection,
+    mine: Counter[bytes],
+    base: int | None,
+    known: dict[int, Counter[bytes]],
+) -> Counter[bytes]:
+    """What a record counts: `mine` less its base's references while it names one."""
+    if base is None:
+        return mine
+    theirs = known.get(base)
+    if theirs is None:
+        row = conn.execute(
+            "SELECT original, curated, fields FROM records WHERE seq = ?", (base,)
+        ).fetchone()
+        if row is None:  # a base named but missing would mean lost counts: never free early
+            return Counter()
+        theirs = stored_references(*row)
+    return mine - theirs

@@ -242,3 +242,18 @@ def test_a_trimmed_history_still_finds_its_previous_turn(tmp_path: Path) -> None
         bases = conn.execute("SELECT id, base FROM records ORDER BY seq").fetchall()
     assert bases == [("t0", None), ("t1", 1), ("x", None)]
     assert_consistent(db)
+
+
+def test_a_base_gone_missing_keeps_the_counts_rather_than_free_early(tmp_path: Path) -> None:
+    # Only a store edited by hand loses a named base; pruning then never frees a body early.
+    db = str(tmp_path / "a.db")
+    builder = RecordBuilder(Redactor.build(), by_reference=True)
+    sink = SqliteSink(db, max_age_days=1)
+    sink.write(turn(builder, history(2), "t0", T0 + 86400))
+    sink.write(turn(builder, history(3), "t1", T0))
+    sink._connection().execute("DELETE FROM records WHERE id = 't0'")
+    assert sink.prune(now=T0 + 86400 + 1) == 1
+    sink.close()
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 5  # all kept
