@@ -125,8 +125,8 @@ class SqliteSink:
                 counted = self._chains.count(conn, records)
                 new = _count_refs(conn, counted.adds)
                 _insert_rows(conn, _STORE, [(d, bodies[d]) for d in new])
-                numbered = enumerate(zip(rows, counted.bases, strict=True), counted.first_seq)
-                _insert_rows(conn, _INSERT, [(seq, *row, base) for seq, (row, base) in numbered])
+                numbered = zip(counted.seqs(), rows, counted.bases, strict=True)
+                _insert_rows(conn, _INSERT, [(seq, *row, base) for seq, row, base in numbered])
         except sqlite3.OperationalError as exc:
             raise _mapped(exc) from exc
         self._chains.remember(counted)

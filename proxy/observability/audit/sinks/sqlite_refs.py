@@ -34,6 +34,10 @@ from typing import Any
 from proxy.observability.audit.entry import AuditRecord
 from proxy.observability.audit.sinks.base import blobs_of, split_digests, tools_digest
 
+CHAIN_MIN_REFS = 16
+"""References a record needs to name a base or be one: a batch's small records count
+their references together (an upsert row per distinct message), which cost less than
+a base does (measured: 17-23 us a small record's write, 23-38 with bases)."""
 CHAINS_MAX = 256
 """Records a sink remembers as bases, by their last original message (each with its
 references, ~5 KB for a 163-message turn: ~1.3 MB at most)."""
@@ -64,10 +68,16 @@ class _Last:
 class Counted:
     """A batch's records with their seqs and bases, and the counts they add."""
 
-    first_seq: int
+    first_seq: int | None
+    """None: no record of the batch is big enough for a base, and SQLite numbers them."""
     bases: list[int | None]
     adds: Counter[bytes]
     last: dict[bytes, _Last] = field(default_factory=dict)
+
+    def seqs(self) -> list[int | None]:
+        if self.first_seq is None:
+            return [None] * len(self.bases)
+        return list(range(self.first_seq, self.first_seq + len(self.bases)))
 
 
 class Chains:
@@ -83,10 +93,17 @@ class Chains:
 
     def count(self, conn: sqlite3.Connection, records: Sequence[AuditRecord]) -> Counted:
         """Seqs, bases and counts for `records`, in a transaction holding the write lock."""
+        if not any(_big(record) for record in records):
+            adds = Counter(m.digest for record in records for m in blobs_of(record))
+            return Counted(None, [None] * len(records), adds)
         first: int = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM records").fetchone()[0]
         counted = Counted(first, [], Counter())
         for seq, record in enumerate(records, first):
             refs = references(record)
+            if not _big(record):
+                counted.bases.append(None)
+                counted.adds.update(refs)
+                continue
             base = self._base(conn, record, counted.last)
             counted.bases.append(None if base is None else base.seq)
             counted.adds.update(refs if base is None else refs - Counter(split_digests(base.refs)))
@@ -126,6 +143,10 @@ class Chains:
             del self._last[key]
             return None
         return last
+
+
+def _big(record: AuditRecord) -> bool:
+    return len(record.original) + len(record.curated or ()) >= CHAIN_MIN_REFS
 
 
 def _id(record: AuditRecord) -> Any:

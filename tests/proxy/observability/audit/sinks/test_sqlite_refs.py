@@ -19,12 +19,19 @@ from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks import sqlite as sqlite_sink
+from proxy.observability.audit.sinks import sqlite_refs
 from proxy.observability.audit.sinks.sqlite import SqliteSink, transaction
 from proxy.observability.audit.sinks.sqlite_refs import stored_references
 from tests.factories import audited
 
 T0 = 1_767_225_600.0
 TOOLS = {"tools": [{"type": "function", "function": {"name": "read", "parameters": {}}}]}
+
+
+@pytest.fixture(autouse=True)
+def chain_small_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records of a few messages name bases here, so the cases stay small."""
+    monkeypatch.setattr(sqlite_refs, "CHAIN_MIN_REFS", 2)
 
 
 def owned(conn: sqlite3.Connection) -> Counter[bytes]:
@@ -192,6 +199,7 @@ STEP = st.one_of(
 )
 @given(steps=st.lists(STEP, max_size=14))
 def test_counts_stay_exact_through_writes_and_pruning(tmp_path: Path, steps: list[Any]) -> None:
+    sqlite_refs.CHAIN_MIN_REFS = 5  # (the fixture restores it) some records small, some big
     with tempfile.TemporaryDirectory(dir=tmp_path) as where:
         store_life(str(Path(where) / "a.db"), steps)
 
@@ -213,7 +221,7 @@ def store_life(db: str, steps: list[Any]) -> None:
                 messages = history(size, task=name)
                 kw: dict[str, Any] = {"body": TOOLS} if tools else {}
                 if curated:
-                    kw["curated"] = messages[:1] + messages[-2:]
+                    kw["curated"] = messages[:1] + messages[-1:]
                 batch.append(turn(builder, messages, f"r{n}", clock + skew, **kw))
                 n += 1
             sinks[worker].write_many(batch)
@@ -257,3 +265,32 @@ def test_a_base_gone_missing_keeps_the_counts_rather_than_free_early(tmp_path: P
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT count(*) FROM records").fetchone()[0] == 0
         assert conn.execute("SELECT count(*) FROM messages").fetchone()[0] == 5  # all kept
+
+
+def test_small_records_count_together_without_bases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_refs, "CHAIN_MIN_REFS", 16)
+    db = str(tmp_path / "a.db")
+    builder = RecordBuilder(Redactor.build(), by_reference=True)
+    sink = SqliteSink(db)
+    sink.write_many([turn(builder, history(2), f"s{i}", T0 + i) for i in range(3)])
+    sink.write_many([turn(builder, history(14), "big", T0 + 3)])
+    small = history(2)  # curated: its messages referenced twice, counted twice
+    last = [
+        turn(builder, small, "s3", T0 + 4, curated=small[:1] + small[-1:]),
+        turn(builder, history(15), "b2", T0 + 5),
+    ]
+    sink.write_many(last)
+    sink.close()
+    with closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT seq, id, base FROM records ORDER BY seq").fetchall()
+    assert rows == [
+        (1, "s0", None),
+        (2, "s1", None),
+        (3, "s2", None),
+        (4, "big", None),
+        (5, "s3", None),  # in a batch with a big one: numbered by the sink, no base
+        (6, "b2", 4),
+    ]
+    assert_consistent(db)
