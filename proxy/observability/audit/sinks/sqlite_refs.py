@@ -45,9 +45,9 @@ CHAINS_MAX = 256
 references, ~5 KB for a 163-message turn: ~1.3 MB at most)."""
 
 
-def references(record: AuditRecord) -> Counter[bytes]:
-    """What `record` references, as a stored row of it says (`stored_references`)."""
-    return Counter(m.digest for m in blobs_of(record))
+def references(*records: AuditRecord) -> Counter[bytes]:
+    """What `records` reference, as stored rows of them say (`stored_references`)."""
+    return Counter(m.digest for record in records for m in blobs_of(record))
 
 
 def stored_references(original: bytes, curated: bytes | None, fields: bytes) -> Counter[bytes]:
@@ -61,7 +61,7 @@ def stored_references(original: bytes, curated: bytes | None, fields: bytes) -> 
 class _Last:
     seq: int
     time: float
-    id: str
+    id: str | None
     refs: bytes
     """Its references, each digest as often as referenced."""
 
@@ -96,8 +96,7 @@ class Chains:
     def count(self, conn: sqlite3.Connection, records: Sequence[AuditRecord]) -> Counted:
         """Seqs, bases and counts for `records`, in a transaction holding the write lock."""
         if not any(_big(record) for record in records):
-            adds = Counter(m.digest for record in records for m in blobs_of(record))
-            return Counted(None, [None] * len(records), adds)
+            return Counted(None, [None] * len(records), references(*records))
         first: int = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM records").fetchone()[0]
         counted = Counted(first, [], Counter())
         for seq, record in enumerate(records, first):
@@ -110,7 +109,8 @@ class Chains:
             counted.bases.append(None if base is None else base.seq)
             counted.adds.update(refs if base is None else refs - Counter(split_digests(base.refs)))
             if record.original:
-                last = _Last(seq, record.time, _id(record), b"".join(refs.elements()))
+                rid = record.fields.get("id")
+                last = _Last(seq, record.time, rid, b"".join(refs.elements()))
                 counted.last[record.original[-1].digest] = last
         return counted
 
@@ -149,10 +149,6 @@ class Chains:
 
 def _big(record: AuditRecord) -> bool:
     return len(record.original) + len(record.curated or ()) >= CHAIN_MIN_REFS
-
-
-def _id(record: AuditRecord) -> Any:
-    return record.fields.get("id")
 
 
 def unref(conn: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> Counter[bytes]:

@@ -25,6 +25,7 @@ from proxy.observability.audit.sinks.sqlite_refs import stored_references
 from tests.factories import audited
 
 T0 = 1_767_225_600.0
+TABLES = ("records", "messages", "message_refs")
 TOOLS = {"tools": [{"type": "function", "function": {"name": "read", "parameters": {}}}]}
 
 
@@ -120,9 +121,6 @@ def test_pruning_a_base_hands_its_counts_to_the_next_turn(tmp_path: Path) -> Non
     assert left_rows == [0, 0, 0]
 
 
-TABLES = ("records", "messages", "message_refs")
-
-
 def test_a_base_another_worker_pruned_is_not_used(tmp_path: Path) -> None:
     db = str(tmp_path / "a.db")
     builder = RecordBuilder(Redactor.build(), by_reference=True)
@@ -198,8 +196,10 @@ STEP = st.one_of(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(steps=st.lists(STEP, max_size=14))
-def test_counts_stay_exact_through_writes_and_pruning(tmp_path: Path, steps: list[Any]) -> None:
-    sqlite_refs.CHAIN_MIN_REFS = 5  # (the fixture restores it) some records small, some big
+def test_counts_stay_exact_through_writes_and_pruning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[Any]
+) -> None:
+    monkeypatch.setattr(sqlite_refs, "CHAIN_MIN_REFS", 5)  # some records small, some big
     with tempfile.TemporaryDirectory(dir=tmp_path) as where:
         store_life(str(Path(where) / "a.db"), steps)
 
