@@ -14,6 +14,7 @@ from proxy.cli.main import main
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.sinks.migrations import Migration, SchemaTooNew, pending
 from proxy.observability.audit.sinks.sqlite import SCHEMA_VERSION, SqliteSink, connect_writer
+from tests.proxy.observability.audit.sinks.test_sqlite_refs import rows_left
 
 V1 = (
     # The store as the release before migrations made it (user_version 1).
@@ -31,9 +32,6 @@ V1 = (
     'x\'00112233445566778899aabbccddeeff\', NULL, CAST(\'{"id":"old-1","route":"r"}\' AS BLOB))',
     "PRAGMA user_version = 1",
 )
-
-
-TABLES = ("records", "messages", "message_refs")
 
 
 def old_store(path: Path) -> str:
@@ -76,8 +74,7 @@ def test_an_old_store_upgrades_in_place_and_keeps_its_records(tmp_path: Path) ->
     assert sink.prune() == 1
     sink.close()
     with closing(sqlite3.connect(db)) as conn:
-        left = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES]
-    assert left == [0, 0, 0]
+        assert rows_left(conn) == [0, 0, 0]
 
 
 def test_workers_starting_together_migrate_once(tmp_path: Path) -> None:

@@ -35,6 +35,11 @@ def chain_small_records(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite_refs, "CHAIN_MIN_REFS", 2)
 
 
+def rows_left(conn: sqlite3.Connection) -> list[int]:
+    """How many rows the store's records, messages and counts have."""
+    return [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES]
+
+
 def owned(conn: sqlite3.Connection) -> Counter[bytes]:
     """What the counts must be: each record's references, less its base's if it names one."""
     rows = {
@@ -117,8 +122,7 @@ def test_pruning_a_base_hands_its_counts_to_the_next_turn(tmp_path: Path) -> Non
         ]
     sink.close()
     with closing(sqlite3.connect(db)) as conn:
-        left_rows = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES]
-    assert left_rows == [0, 0, 0]
+        assert rows_left(conn) == [0, 0, 0]
 
 
 def test_a_base_another_worker_pruned_is_not_used(tmp_path: Path) -> None:
@@ -230,7 +234,7 @@ def store_life(db: str, steps: list[Any]) -> None:
     while sqlite_sink._delete_oldest(conn, limit=3):
         pass
     with transaction(conn):
-        left = [conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES]
+        left = rows_left(conn)
     for sink in sinks:
         sink.close()
     assert left == [0, 0, 0]
