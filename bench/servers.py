@@ -20,6 +20,8 @@ HOST = "127.0.0.1"
 START_TIMEOUT_S = 30.0
 TEMPLATE = Path(__file__).with_name("nginx.conf.template")
 LARGE_MODEL = "bench-32k"
+DEFAULT_MODEL = "bench-32k-default"
+"""The same window, curated by the default preset (what `curator serve` runs unconfigured)."""
 STREAM_MODEL = "bench-stream"
 TRICKLE_MODEL = "bench-trickle"
 
@@ -109,7 +111,8 @@ def proxy_available() -> bool:
 
 
 def proxy_config(upstreams: Upstreams, port: int, audit: str = "none") -> str:
-    """The proxy's config YAML: curating and passthrough routes, plus the stream routes.
+    """The proxy's config YAML: curating routes (coding-agent, and the default preset for
+    `DEFAULT_MODEL`) and passthrough ones, plus the stream routes.
 
     `audit` is the audit sink (none, sqlite or jsonl), written beside the config.
     """
@@ -122,11 +125,14 @@ upstreams:
   trickle: {{base_url: "{upstreams.stream_origin}/trickle/v1"}}
 models:
   "{LARGE_MODEL}": {{context_window: 32768, encoding: o200k_base}}
+  "{DEFAULT_MODEL}": {{context_window: 32768, encoding: o200k_base}}
 policies:
   pass: preset:passthrough
   agent: preset:coding-agent
+  default: preset:default
 routes:
   - {{name: curate, match: {{model: "{LARGE_MODEL}"}}, upstream: up, policy: agent}}
+  - {{name: curate-default, match: {{model: "{DEFAULT_MODEL}"}}, upstream: up, policy: default}}
   - {{name: stream, match: {{model: "{STREAM_MODEL}"}}, upstream: sse, policy: agent}}
   - {{name: trickle, match: {{model: "{TRICKLE_MODEL}"}}, upstream: trickle, policy: agent}}
   - {{name: default, upstream: up, policy: pass}}
