@@ -20,7 +20,7 @@ import tiktoken
 
 from bench import conversations, servers
 from bench.loadgen import LoadResult, have_wrk, percentile, run_python, run_wrk
-from bench.measure import sequential
+from bench.measure import Timed, sequential
 from bench.procs import Placement, Processes
 from bench.report import Row, ratio, skipped
 from bench.salt import body_texts, with_nonce
@@ -35,6 +35,8 @@ TIKTOKEN_PATH = "tiktoken alone (in-process)"
 WARM_CASE, COLD_CASE = "large 127k -> 32k, warm", "large 127k -> 32k, cold"
 WARM_TARGET, COLD_TARGET = "<= +3 ms", "<= 1.2x"
 FIRST = "first sight"
+WARM_ROUNDS = 10
+"""Rounds the warm requests to the floor and each proxy path are interleaved in."""
 LARGE_PATHS = (
     ("proxy coding-agent", servers.LARGE_MODEL),
     ("proxy default preset", servers.DEFAULT_MODEL),
@@ -188,12 +190,12 @@ def small(bench: Bench) -> list[Row]:
 async def large(bench: Bench) -> list[Row]:
     """The 127k-token request to a 32k-window model, warm (repeated) and cold (never seen),
     curated by each of `LARGE_PATHS`. One tiktoken row: the first path's bodies."""
-    body = orjson.dumps(conversations.large_request(model=servers.LARGE_MODEL))
+    targets = {"floor": (bench.floor, servers.LARGE_MODEL)}
+    if bench.proxy is not None:
+        targets |= {path: (bench.proxy, model) for path, model in LARGE_PATHS}
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
-        floor = await sequential(
-            session, bench.floor + CHAT, [body] * (bench.settings.warm_reps + 2), 2
-        )
-        floor_ms = [t.total_s * 1000 for t in floor]
+        warm = await _warm_rounds(session, targets, bench.settings.warm_reps)
+        floor_ms = [t.total_s * 1000 for t in warm["floor"]]
         f50 = percentile(floor_ms, 50)
         rows = [Row(WARM_CASE, "floor", None, f50, percentile(floor_ms, 99))]
         if bench.proxy is None:
@@ -204,21 +206,34 @@ async def large(bench: Bench) -> list[Row]:
                 skipped(COLD_CASE, TIKTOKEN_PATH, reason),
                 *(skipped(COLD_CASE, f"{p}, {FIRST}", reason, COLD_TARGET) for p, _ in LARGE_PATHS),
             ]
+        rows += [_warm_row(path, warm[path], f50) for path, _ in LARGE_PATHS]
         cold: list[Row] = []
-        proxy = bench.proxy
         for path, model in LARGE_PATHS:
             request = conversations.large_request(model=model)
-            rows.append(await _warm(bench, session, proxy, path, orjson.dumps(request), f50))
-            tiktoken_row, cold_row = await _cold(bench, session, proxy, path, request)
+            tiktoken_row, cold_row = await _cold(bench, session, bench.proxy, path, request)
             cold = cold or [tiktoken_row]
             cold.append(cold_row)
     return rows + cold
 
 
-async def _warm(
-    bench: Bench, session: aiohttp.ClientSession, proxy: str, path: str, body: bytes, f50: float
-) -> Row:
-    warm = await sequential(session, proxy + CHAT, [body] * (bench.settings.warm_reps + 2), 2)
+async def _warm_rounds(
+    session: aiohttp.ClientSession, targets: Mapping[str, tuple[str, str]], reps: int
+) -> dict[str, list[Timed]]:
+    """About `reps` timed requests of the large body to each target (origin, model),
+    interleaved in `WARM_ROUNDS` rounds so that each sees the same moments of the machine;
+    each round's first request to a target is not timed."""
+    each = max(1, reps // WARM_ROUNDS)
+    bodies = {
+        path: orjson.dumps(conversations.large_request(model=m)) for path, (_, m) in targets.items()
+    }
+    out: dict[str, list[Timed]] = {path: [] for path in targets}
+    for _ in range(WARM_ROUNDS):
+        for path, (origin, _) in targets.items():
+            out[path] += await sequential(session, origin + CHAT, [bodies[path]] * (each + 1), 1)
+    return out
+
+
+def _warm_row(path: str, warm: list[Timed], f50: float) -> Row:
     warm_ms = [t.total_s * 1000 for t in warm]
     p50 = percentile(warm_ms, 50)
     note, curated = curation_note(warm[-1].headers)
