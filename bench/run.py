@@ -24,7 +24,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench import cases, hol, latency, scaling, servers, streams, upstream
+from bench import cases, hol, large, latency, scaling, servers, streams, upstream
 from bench.loadgen import have_wrk
 from bench.procs import Processes, StartError, placements
 from bench.report import Row, markdown_table
@@ -106,7 +106,7 @@ def start_all(procs: Processes, args: argparse.Namespace, settings: cases.Settin
 
 async def run_cases(bench: cases.Bench, names: Sequence[str]) -> list[Row]:
     async_cases: dict[str, Callable[[cases.Bench], Coroutine[Any, Any, list[Row]]]] = {
-        "large": cases.large,
+        "large": large.large,
         "stream": streams.stream,
         "hol": hol.hol,
         "c1": latency.c1,
