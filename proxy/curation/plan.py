@@ -39,7 +39,7 @@ from policies.summary_io import Services, SummaryStats
 from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.config.loader import Config, Route
 from proxy.curation.sharing import SharedTools
-from proxy.curation.thread import CurationThread
+from proxy.curation.thread import CurationThread, in_thread
 from proxy.errors import context_length_exceeded, no_route
 from proxy.observability.exchange import BIG_BYTES, ExchangeRecord
 from proxy.protocols.base import WireProtocol, WireRequest
@@ -130,7 +130,7 @@ async def plan(
     counter = setup.counter
     if len(raw) >= OFFLOAD_BYTES:
         job = partial(plan_sync, protocol, raw, headers, setup, record, None)
-        planned = await (setup.offload.run(job) if setup.offload else asyncio.to_thread(job))
+        planned = await (setup.offload.run(job) if setup.offload else in_thread(None, job))
     else:
         planned = plan_sync(protocol, raw, headers, setup, record, setup.loaded)
     if isinstance(planned, Plan):

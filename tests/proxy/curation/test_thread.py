@@ -1,8 +1,9 @@
 """curation/thread.py: jobs submitted together run one at a time in submission order while the
 loop stays free, a failing job still trims and raises to its caller, and closing drops what
 is queued without waiting for what runs; a job waits for its turn among the worker's
-background threads. (Results, the one thread's name and the trim's
-interval are in tests/proxy/test_heap.py.)"""
+background threads; once the caller has a job's result the thread holds neither the job
+nor the result. (Results, the one thread's name and the trim's interval are in
+tests/proxy/test_heap.py.)"""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import asyncio
 import os
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
 
 import pytest
 
-from proxy.curation.thread import CurationThread
+from proxy.curation.thread import CurationThread, in_thread
 from proxy.priority import CURATION_STEPS, MAX_NICE, Turns
 
 WAIT_S = 10.0
@@ -151,3 +155,44 @@ def test_a_job_waits_while_another_background_thread_has_the_turn() -> None:
         assert asyncio.run(scenario()) == "planned"
     finally:
         offload.close()
+
+
+class _Big:
+    """A job's result, weakly referenced to see when it is freed."""
+
+
+@pytest.mark.parametrize("where", ["curation thread", "default executor"])
+def test_once_the_caller_has_the_result_the_thread_holds_neither_job_nor_result(
+    offload: CurationThread, where: str
+) -> None:
+    """A pool's thread drops its work item (the job, the future and its result) only when
+    it next runs; here it is held up right after handing the result over, as a busy loop
+    holding the GIL would hold it, and still nothing of the exchange stays alive. Both
+    ways `plan` sends a big body to a thread."""
+    let_go = threading.Event()
+    held: list[weakref.ref[object]] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        hand_over = loop.call_soon_threadsafe
+
+        def slow_thread(*args: Any) -> Any:
+            handle = hand_over(*args)
+            if threading.current_thread() is not threading.main_thread():
+                let_go.wait(WAIT_S)  # the work item is still alive in the pool's thread
+            return handle
+
+        loop.call_soon_threadsafe = slow_thread  # type: ignore[method-assign, assignment]
+        payload = _Big()
+        job = lambda held=payload: held  # noqa: E731 - what the work item holds
+        held.extend((weakref.ref(payload), weakref.ref(job)))
+        del payload
+        run = offload.run if where == "curation thread" else partial(in_thread, None)
+        result = await run(job)
+        assert isinstance(result, _Big)
+        del job, result
+        alive = [ref() is not None for ref in held]
+        let_go.set()
+        assert alive == [False, False]
+
+    asyncio.run(scenario())
