@@ -282,7 +282,7 @@ def _delete_oldest(
             "UPDATE message_refs SET refs = refs + ? WHERE hash = ?",
             [(n, d) for d, n in refs.items() if n],
         )
-        digests = [(d,) for d in refs]
+        digests = [(d,) for d, n in refs.items() if n < 0]  # only a count that fell can be 0
         conn.executemany(
             "DELETE FROM messages WHERE hash = ?1 AND EXISTS "
             "(SELECT 1 FROM message_refs WHERE hash = ?1 AND refs <= 0)",
