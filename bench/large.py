@@ -57,13 +57,11 @@ async def large(bench: Bench) -> list[Row]:
                 *(skipped(COLD_CASE, f"{p}, {FIRST}", reason, COLD_TARGET) for p, _ in LARGE_PATHS),
             ]
         rows += [_warm_row(path, warm[path], f50) for path, _ in LARGE_PATHS]
-        cold: list[Row] = []
-        for path, model in LARGE_PATHS:
-            request = conversations.large_request(model=model)
-            tiktoken_row, cold_row = await _cold(bench, session, bench.proxy, path, request)
-            cold = cold or [tiktoken_row]
-            cold.append(cold_row)
-    return rows + cold
+        cold = [
+            await _cold(bench, session, bench.proxy, path, conversations.large_request(model=m))
+            for path, m in LARGE_PATHS
+        ]
+    return [*rows, cold[0][0], *(proxy_row for _, proxy_row in cold)]
 
 
 async def _warm_rounds(
