@@ -43,6 +43,7 @@ from policies.tokens import TokenCounter
 from proxy.config.limits import Limits
 from proxy.config.loader import Config, default_config, load_config
 from proxy.observability.metrics.multiproc import MULTIPROC_ENV, prepare_multiprocess_dir
+from proxy.priority import shorten_slice
 from proxy.serving.app import create_app
 from proxy.serving.conn_limits import check_fd_budget, conn_limits, raise_fd_limit
 from proxy.serving.edge import preload
@@ -104,7 +105,7 @@ def _http_protocol(limits: Limits) -> Any:
 def build_app(config: Config) -> Starlette:
     """The production app for `config` (the one place serving assembles it)."""
     prepare_process(config)
-    return create_app(config, on_started=freeze_survivors)
+    return create_app(config, on_started=worker_started)
 
 
 def prepare_process(config: Config) -> None:
@@ -120,6 +121,15 @@ def prepare_process(config: Config) -> None:
     release_rs_bpe_pages()
     _, older, oldest = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+
+
+def worker_started() -> None:
+    """On the worker's event loop thread, once its app has started: `freeze_survivors`,
+    and short scheduler slices for the loop thread alone (`proxy.priority.shorten_slice`:
+    it then takes the core from a background thread as soon as it wakes)."""
+    freeze_survivors()
+    slice_ns = shorten_slice()
+    log.debug("event loop thread's scheduler slice: %s ns", slice_ns or "the default")
 
 
 def freeze_survivors() -> None:

@@ -1,9 +1,11 @@
 """`curator serve --workers 2` as a real process tree: requests spread over both workers,
 every worker's scrape adds up all of them, the shared SQLite audit log keeps every record
-intact, and SIGTERM stops everything cleanly."""
+intact, and SIGTERM stops everything cleanly. Each worker's event loop thread, and it
+alone, runs with short scheduler slices."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import sqlite3
@@ -21,6 +23,7 @@ import pytest
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from proxy.observability.audit.readers.sqlite import SqliteReader
+from proxy.priority import LOOP_SLICE_NS, thread_slice
 from tests.e2e.test_audit import write_config
 from tests.e2e.test_metrics import parse, total
 from tests.fakes.upstream import FakeOpenAI
@@ -164,3 +167,15 @@ def test_two_workers_share_the_load_the_metrics_and_the_audit_log(proxy: Proxy) 
     assert record["response"]["text"] == "Hello from the fake upstream."
     # Each worker dropped its live gauges on the way out; counters stay for the record.
     assert not list(proxy.metrics_dir.glob("gauge_live*"))
+
+
+@pytest.mark.skipif(thread_slice(0) is None, reason="the kernel has no per-thread slices")
+def test_each_workers_event_loop_thread_alone_has_short_slices(proxy: Proxy) -> None:
+    assert chat(proxy.origin, 0).status_code == 200  # each worker's threads have started
+    for pid in worker_pids(proxy.metrics_dir):
+        others = [int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid]
+        assert thread_slice(pid) == LOOP_SLICE_NS  # uvicorn runs the loop on the main thread
+        # The audit writer and the spend thread among them, started by the loop thread.
+        assert len(others) >= 2
+        assert all(thread_slice(tid) != LOOP_SLICE_NS for tid in others), others
+    assert proxy.stop() == 0

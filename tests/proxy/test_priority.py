@@ -1,22 +1,35 @@
 """priority.py: a background thread lowers its own priority, never the process's or the
-event loop's; where it cannot (another system, a refused call) nothing changes. Background
-threads take turns one at a time, in the order asked; a holder hands its turn over to a
-waiting thread and gets it back after."""
+event loop's; where it cannot (another system, a refused call) nothing changes. The event
+loop thread's short scheduler slices are its own: neither other threads nor the ones it
+starts get them, and its priority stays. Background threads take turns one at a time, in
+the order asked; a holder hands its turn over to a waiting thread and gets it back after."""
 
 from __future__ import annotations
 
 import os
+import platform
 import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import cast
 
 import pytest
 
 from proxy import priority
-from proxy.priority import MAX_NICE, Turns, lower_thread_priority
+from proxy.priority import (
+    LOOP_SLICE_NS,
+    MAX_NICE,
+    Turns,
+    lower_thread_priority,
+    shorten_slice,
+    thread_slice,
+)
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice is Linux's")
+with_slices = pytest.mark.skipif(
+    thread_slice(0) is None, reason="per-thread slices are Linux 6.12's"
+)
 
 
 def own_nice() -> int:
@@ -63,6 +76,75 @@ def test_a_refused_change_is_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(priority.os, "setpriority", refuse)
     assert lower_thread_priority(5) is None
+
+
+@with_slices
+def test_a_short_slice_is_the_calling_threads_alone() -> None:
+    default = thread_slice(0)
+    assert default is not None
+    assert default > LOOP_SLICE_NS
+
+    def shorten() -> tuple[int | None, int | None, int, object]:
+        lower_thread_priority(2)  # a nice the slice must not undo
+        got = shorten_slice()
+        return got, thread_slice(0), own_nice(), in_thread(lambda: thread_slice(0))
+
+    got, after, nice, started = cast(tuple[object, ...], in_thread(shorten))
+    assert got == after == LOOP_SLICE_NS
+    assert nice == min(MAX_NICE, own_nice() + 2)
+    assert started == default  # a thread it starts begins with the default again
+    assert thread_slice(0) == default  # this thread's own is untouched
+
+
+@with_slices
+def test_a_slice_is_asked_in_nanoseconds_within_the_kernels_bounds() -> None:
+    assert in_thread(lambda: shorten_slice(250_000)) == 250_000
+    assert in_thread(lambda: shorten_slice(1)) == LOOP_SLICE_NS  # the kernel's shortest
+
+
+def test_no_slice_where_the_system_has_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+
+    def syscall(*args: object) -> int:
+        calls.append(args)
+        return 0
+
+    monkeypatch.setattr(priority, "_syscall", syscall)
+    monkeypatch.setattr(priority.sys, "platform", "darwin")
+    assert shorten_slice() is None
+    assert thread_slice(0) is None
+    assert calls == []
+
+
+@with_slices
+def test_a_refused_slice_is_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = priority._syscall
+    setattr_nr = priority._SCHED_ATTR_SYSCALLS[platform.machine()][0]
+
+    def refuse_setattr(number: int, *args: object) -> int:
+        return -1 if number == setattr_nr else real(number, *args)
+
+    monkeypatch.setattr(priority, "_syscall", refuse_setattr)
+    assert in_thread(shorten_slice) is None
+
+
+@pytest.mark.parametrize(
+    ("policy", "runtime"),
+    [(1, 5_000_000), (0, 0)],
+    ids=["a realtime thread keeps its own", "a kernel before 6.12 reports none"],
+)
+def test_no_slice_where_the_fair_scheduler_sets_none(
+    monkeypatch: pytest.MonkeyPatch, policy: int, runtime: int
+) -> None:
+    def attr(_tid: int) -> object:
+        found = priority._SchedAttr()
+        found.sched_policy, found.sched_runtime = policy, runtime
+        return found
+
+    monkeypatch.setattr(priority, "_sched_attr", attr)
+    monkeypatch.setattr(priority, "_syscall", lambda *_: 0)
+    assert shorten_slice() is None
+    assert thread_slice(0) is None
 
 
 WAIT_S = 10.0
