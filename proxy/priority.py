@@ -20,15 +20,15 @@ competes with one of them.
 
 A lower priority gives the loop the larger share of the core, not the core the moment it
 wakes: Linux's scheduler (EEVDF, 6.6 and later) lets the thread running finish its slice
-(1.4 ms here) first, and a woken thread preempts it only with a shorter slice of its own
-(6.12 and later, `sched_setattr`'s `sched_runtime`). So `curator serve` asks for the
-shortest slice, 0.1 ms, for each worker's event loop thread (`shorten_slice`), and only for
-it: threads it starts begin with the default again. Measured on the `hol` bench case
-(three runs each, alternating; the threads niced as above): loop ticks more than 5 ms late
-1-2 -> 0 of ~925 (the worst <= 10 -> <= 2.5-5 ms), a 1 ms watchdog found the loop over
-4 ms behind 59-66 -> 6-12 times in 5 s, small streaming TTFT p99 6.3-7.9 -> 4.6-5.4 ms,
-with as many big bodies curated; small-request throughput and the warm 127k-token request
-unchanged (alternating pairs).
+(1.4 ms on this 2-core machine) first, and a woken thread preempts it only with a shorter
+slice of its own (6.12 and later: `sched_setattr`'s `sched_runtime`). So `curator serve`
+asks for the shortest slice, 0.1 ms, for each worker's event loop thread (`shorten_slice`),
+and for it alone: threads it starts begin with the default again. Measured on the `hol`
+bench case (server on one core), six runs each, alternating with and without: loop ticks
+more than 5 ms late 1-7 -> 0-2 of ~920, small streaming TTFT p99 under the load 7.0-8.7
+-> 5.6-7.8 ms, as many big bodies curated; a 1 ms watchdog thread found the loop more
+than 4 ms behind 55-58 -> 9-14 times a run. Small-request throughput, the warm 127k-token request
+and the concurrency-1 tail did not move (alternating pairs).
 """
 
 from __future__ import annotations
