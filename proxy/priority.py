@@ -27,8 +27,8 @@ and for it alone: threads it starts begin with the default again. Measured on th
 bench case (server on one core), six runs each, alternating with and without: loop ticks
 more than 5 ms late 1-7 -> 0-2 of ~920, small streaming TTFT p99 under the load 7.0-8.7
 -> 5.6-7.8 ms, as many big bodies curated; a 1 ms watchdog thread found the loop more
-than 4 ms behind 55-58 -> 9-14 times a run. Small-request throughput, the warm 127k-token request
-and the concurrency-1 tail did not move (alternating pairs).
+than 4 ms behind 55-58 -> 9-14 times a run. Small-request throughput, the warm
+127k-token request and the concurrency-1 tail did not move (alternating pairs).
 """
 
 from __future__ import annotations
