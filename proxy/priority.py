@@ -24,9 +24,9 @@ wakes: Linux's scheduler (EEVDF, 6.6 and later) lets the thread running finish i
 slice of its own (6.12 and later: `sched_setattr`'s `sched_runtime`). So `curator serve`
 asks for the shortest slice, 0.1 ms, for each worker's event loop thread (`shorten_slice`),
 and for it alone: threads it starts begin with the default again. Measured on the `hol`
-bench case (server on one core), six runs each, alternating with and without: loop ticks
-more than 5 ms late 1-7 -> 0-2 of ~920, small streaming TTFT p99 under the load 7.0-8.7
--> 5.6-7.8 ms, as many big bodies curated; a 1 ms watchdog thread found the loop more
+bench case (server on one core), thirteen alternating pairs with and without: loop ticks
+more than 5 ms late 1-12 -> 0-4 of ~900, small streaming TTFT p99 under the load median
+8.0 -> 6.8 ms, as many big bodies curated; a 1 ms watchdog thread found the loop more
 than 4 ms behind 55-58 -> 9-14 times a run. Small-request throughput, the warm
 127k-token request and the concurrency-1 tail did not move (alternating pairs).
 """
