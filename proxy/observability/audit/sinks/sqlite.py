@@ -38,6 +38,7 @@ from proxy.observability.audit.sinks.base import (
     stored_fields,
 )
 from proxy.observability.audit.sinks.sqlite_refs import Chains, unref
+from proxy.observability.audit.sinks.sqlite_rows import insert_rows, let_the_loop_in
 from proxy.observability.audit.sinks.sqlite_schema import (
     BUSY_TIMEOUT_MS,
     SCHEMA_VERSION,
@@ -48,9 +49,6 @@ from proxy.observability.audit.sinks.sqlite_schema import (
 )
 
 PRUNE_BATCH = 200
-ROWS_PER_STATEMENT = 256
-"""Rows a multi-row INSERT takes at most (well under SQLite's 32,766 parameters); a power
-of two (`chunk_sizes`)."""
 
 _UNAVAILABLE = ("disk is full", "readonly", "read-only", "unable to open", "disk i/o", "locked")
 """SQLite errors that mean "the store cannot take writes now", not "this batch is bad"."""
@@ -121,12 +119,14 @@ class SqliteSink:
                 )
             )
         try:
+            let_the_loop_in()
             with transaction(conn):
                 counted = self._chains.count(conn, records)
                 new = _count_refs(conn, counted.adds)
-                _insert_rows(conn, _STORE, [(d, bodies[d]) for d in new])
+                insert_rows(conn, _STORE, [(d, bodies[d]) for d in new])
                 numbered = zip(counted.seqs(), rows, counted.bases, strict=True)
-                _insert_rows(conn, _INSERT, [(seq, *row, base) for seq, row, base in numbered])
+                insert_rows(conn, _INSERT, [(seq, *row, base) for seq, row, base in numbered])
+                let_the_loop_in()  # before the commit
         except sqlite3.OperationalError as exc:
             raise _mapped(exc) from exc
         self._chains.remember(counted)
@@ -211,45 +211,10 @@ def _count_refs(conn: sqlite3.Connection, refs: Counter[bytes]) -> list[bytes]:
     lock throughout, so no other worker prunes in between.
     """
     if not _RETURNING:
-        _insert_rows(conn, _COUNT, list(refs.items()))
+        insert_rows(conn, _COUNT, list(refs.items()))
         return list(refs)
-    counted = _insert_rows(conn, _COUNT_NEW, list(refs.items()))
+    counted = insert_rows(conn, _COUNT_NEW, list(refs.items()))
     return [digest for digest, total in counted if total == refs[digest]]
-
-
-def _insert_rows(
-    conn: sqlite3.Connection, statement: str, rows: Sequence[tuple[Any, ...]]
-) -> list[Any]:
-    """`statement` (an INSERT with one `VALUES (...)` row) for every row, as multi-row
-    INSERTs; the rows it returns (`RETURNING`). The same as `executemany`, but in a few
-    steps instead of one a row: Python's sqlite3 lets the GIL go around every step, and
-    each time the event loop waits for it back, so one step a row slowed every request.
-
-    The rows go in chunks of a power of two (`chunk_sizes`), so a statement has at most
-    9 shapes the connection's statement cache keeps compiled. One shape per batch size
-    kept up to 128 compiled statements of up to 256 rows: ~23 MB of a worker's memory
-    after a burst of varied batches (measured).
-    """
-    head, _, tail = statement.partition(" VALUES ")
-    one, _, rest = tail.partition(")")
-    one += ")"
-    returned: list[Any] = []
-    start = 0
-    for size in chunk_sizes(len(rows)):
-        chunk = rows[start : start + size]
-        start += size
-        values = ", ".join([one] * size)
-        sql = f"{head} VALUES {values}{rest}"
-        returned += conn.execute(sql, [v for row in chunk for v in row]).fetchall()
-    return returned
-
-
-def chunk_sizes(total: int) -> list[int]:
-    """`total` as chunks of `ROWS_PER_STATEMENT`, then the powers of two of the rest's
-    binary form, largest first (300 -> 256, 32, 8, 4)."""
-    sizes = [ROWS_PER_STATEMENT] * (total // ROWS_PER_STATEMENT)
-    rest = total % ROWS_PER_STATEMENT
-    return sizes + [1 << bit for bit in reversed(range(rest.bit_length())) if rest >> bit & 1]
 
 
 def used_bytes(conn: sqlite3.Connection) -> int:

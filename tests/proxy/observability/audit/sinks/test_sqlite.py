@@ -18,6 +18,7 @@ from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks import sqlite as sqlite_sink
+from proxy.observability.audit.sinks import sqlite_rows
 from proxy.observability.audit.sinks.sqlite import (
     SCHEMA_VERSION,
     SqliteSink,
@@ -183,11 +184,11 @@ def test_batches_of_any_size_compile_a_few_statement_shapes(
 
 @pytest.mark.parametrize("total", [0, 1, 7, 255, 256, 257, 300, 1000])
 def test_chunks_are_powers_of_two_summing_to_the_rows(total: int) -> None:
-    sizes = sqlite_sink.chunk_sizes(total)
+    sizes = sqlite_rows.chunk_sizes(total)
     assert sum(sizes) == total
     assert sizes == sorted(sizes, reverse=True)
-    assert all(s & (s - 1) == 0 and 0 < s <= sqlite_sink.ROWS_PER_STATEMENT for s in sizes)
-    assert len(sizes) <= total // sqlite_sink.ROWS_PER_STATEMENT + 8
+    assert all(s & (s - 1) == 0 and 0 < s <= sqlite_rows.ROWS_PER_STATEMENT for s in sizes)
+    assert len(sizes) <= total // sqlite_rows.ROWS_PER_STATEMENT + 8
 
 
 def test_before_sqlite_3_35_every_body_is_offered_again(
