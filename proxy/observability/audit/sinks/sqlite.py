@@ -10,6 +10,7 @@ counts only what its conversation's previous record did not (`sqlite_refs`).
 
 The schema is versioned (`PRAGMA user_version`) and migrated in place at open, under
 BEGIN IMMEDIATE, so workers starting together migrate it once (`sinks.sqlite_schema`).
+A batch's rows go in multi-row INSERTs, the GIL let go before each (`sinks.sqlite_rows`).
 
 Several processes (`--workers N`) may share one file: WAL lets readers run beside the
 writer, `busy_timeout` queues writers, and a batch is one transaction, so a crash (even
