@@ -38,7 +38,7 @@ from proxy.observability.audit.sinks.base import (
     split_digests,
     stored_fields,
 )
-from proxy.observability.audit.sinks.sqlite_refs import Chains, unref
+from proxy.observability.audit.sinks.sqlite_refs import Chains, big, unref
 from proxy.observability.audit.sinks.sqlite_rows import insert_rows, let_the_loop_in
 from proxy.observability.audit.sinks.sqlite_schema import (
     BUSY_TIMEOUT_MS,
@@ -119,15 +119,19 @@ class SqliteSink:
                     stored_fields(record),
                 )
             )
+        small = not any(big(record) for record in records)  # see sqlite_rows
         try:
-            let_the_loop_in()
+            if small:
+                let_the_loop_in()
             with transaction(conn):
                 counted = self._chains.count(conn, records)
-                new = _count_refs(conn, counted.adds)
-                insert_rows(conn, _STORE, [(d, bodies[d]) for d in new])
+                new = _count_refs(conn, counted.adds, hand_over=small)
+                insert_rows(conn, _STORE, [(d, bodies[d]) for d in new], hand_over=small)
                 numbered = zip(counted.seqs(), rows, counted.bases, strict=True)
-                insert_rows(conn, _INSERT, [(seq, *row, base) for seq, row, base in numbered])
-                let_the_loop_in()  # before the commit
+                numbered_rows = [(seq, *row, base) for seq, row, base in numbered]
+                insert_rows(conn, _INSERT, numbered_rows, hand_over=small)
+                if small:
+                    let_the_loop_in()  # before the commit
         except sqlite3.OperationalError as exc:
             raise _mapped(exc) from exc
         self._chains.remember(counted)
@@ -201,7 +205,9 @@ __all__ = [
 ]
 
 
-def _count_refs(conn: sqlite3.Connection, refs: Counter[bytes]) -> list[bytes]:
+def _count_refs(
+    conn: sqlite3.Connection, refs: Counter[bytes], *, hand_over: bool = False
+) -> list[bytes]:
     """Add `refs` to the messages' reference counts; the messages not stored yet.
 
     A message's body is stored exactly while its count is (retention deletes both in one
@@ -212,9 +218,9 @@ def _count_refs(conn: sqlite3.Connection, refs: Counter[bytes]) -> list[bytes]:
     lock throughout, so no other worker prunes in between.
     """
     if not _RETURNING:
-        insert_rows(conn, _COUNT, list(refs.items()))
+        insert_rows(conn, _COUNT, list(refs.items()), hand_over=hand_over)
         return list(refs)
-    counted = insert_rows(conn, _COUNT_NEW, list(refs.items()))
+    counted = insert_rows(conn, _COUNT_NEW, list(refs.items()), hand_over=hand_over)
     return [digest for digest, total in counted if total == refs[digest]]
 
 

@@ -95,13 +95,13 @@ class Chains:
 
     def count(self, conn: sqlite3.Connection, records: Sequence[AuditRecord]) -> Counted:
         """Seqs, bases and counts for `records`, in a transaction holding the write lock."""
-        if not any(_big(record) for record in records):
+        if not any(big(record) for record in records):
             return Counted(None, [None] * len(records), references(*records))
         first: int = conn.execute("SELECT coalesce(max(seq), 0) + 1 FROM records").fetchone()[0]
         counted = Counted(first, [], Counter())
         for seq, record in enumerate(records, first):
             refs = references(record)
-            if not _big(record):
+            if not big(record):
                 counted.bases.append(None)
                 counted.adds.update(refs)
                 continue
@@ -147,7 +147,8 @@ class Chains:
         return last
 
 
-def _big(record: AuditRecord) -> bool:
+def big(record: AuditRecord) -> bool:
+    """Whether `record` is an agent's turn: enough references to name a base."""
     return len(record.original) + len(record.curated or ()) >= CHAIN_MIN_REFS
 
 
