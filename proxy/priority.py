@@ -65,6 +65,12 @@ def lower_thread_priority(steps: int) -> int | None:
     return nice
 
 
+def let_the_loop_in() -> None:
+    """Let go of the GIL for a moment, from a background thread: a thread that waits for it
+    (the event loop) gets it now, not at the end of a switch interval."""
+    time.sleep(0)
+
+
 LOOP_SLICE_NS = 100_000
 """The event loop thread's scheduler slice: the shortest the kernel grants."""
 _SCHED_ATTR_SYSCALLS = MappingProxyType({"x86_64": (314, 315), "aarch64": (274, 275)})

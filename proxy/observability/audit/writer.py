@@ -37,7 +37,7 @@ from proxy.observability.audit.health import HealthDetail, StoreHealth
 from proxy.observability.audit.ratelog import RateLimitedLog
 from proxy.observability.audit.sinks.base import Sink, StoreUnavailable
 from proxy.observability.exchange import ExchangeRecord
-from proxy.priority import BOOKKEEPING_STEPS, Turns, lower_thread_priority
+from proxy.priority import BOOKKEEPING_STEPS, Turns, let_the_loop_in, lower_thread_priority
 
 log = logging.getLogger("curator.audit")
 
@@ -228,7 +228,7 @@ class AuditWriter:
             for entry in entries:
                 if time.perf_counter() - yielded > YIELD_AFTER_S:
                     if not (self._queue.empty() and turn.hand_over()):
-                        time.sleep(0)  # hands the GIL to the event loop, if it waits for it
+                        let_the_loop_in()
                     yielded = time.perf_counter()
                 if (record := self._build_one(entry)) is not None:
                     records.append(record)

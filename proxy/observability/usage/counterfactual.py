@@ -14,7 +14,6 @@ import contextlib
 import logging
 import queue
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import Any, TypeVar
 
 from policies.digests import ByIdentity
 from policies.prefix_cache import PrefixCache, Prompt
-from proxy.priority import BOOKKEEPING_STEPS, lower_thread_priority
+from proxy.priority import BOOKKEEPING_STEPS, let_the_loop_in, lower_thread_priority
 
 log = logging.getLogger("curator.spend")
 
@@ -165,4 +164,4 @@ class SpendThread:
             except Exception:  # a bug in one figure must not stop the others
                 log.exception("spend job failed")
             del job  # idle, the thread holds nothing of the last exchange
-            time.sleep(0)  # offer the GIL to the event loop between jobs
+            let_the_loop_in()  # between jobs

@@ -39,7 +39,7 @@ from proxy.observability.audit.sinks.base import (
     stored_fields,
 )
 from proxy.observability.audit.sinks.sqlite_refs import Chains, big, unref
-from proxy.observability.audit.sinks.sqlite_rows import insert_rows, let_the_loop_in
+from proxy.observability.audit.sinks.sqlite_rows import insert_rows
 from proxy.observability.audit.sinks.sqlite_schema import (
     BUSY_TIMEOUT_MS,
     SCHEMA_VERSION,
@@ -48,6 +48,7 @@ from proxy.observability.audit.sinks.sqlite_schema import (
     migrate_file,
     transaction,
 )
+from proxy.priority import let_the_loop_in
 
 PRUNE_BATCH = 200
 

@@ -4,9 +4,9 @@ Python's sqlite3 lets the GIL go around each SQLite step, but binding a statemen
 parameters, and the sink's own Python between statements, hold it: ~0.8 ms in pieces for
 a batch of ~30 small records. A request arriving meanwhile waited for each piece, or for
 the switch interval: measured at concurrency 1 (5,000 sequential small requests), 41-43 of
-the 50 slowest overlapped a batch being written. So the sink hands the GIL over
-before each statement and before the commit when a batch holds only small records
-(`let_the_loop_in`: a thread waiting for it, the loop, takes it at once). Three alternating
+the 50 slowest overlapped a batch being written. So the sink hands the GIL over before
+each statement and before the commit when a batch holds only small records
+(`proxy.priority.let_the_loop_in`: the loop, waiting for it, takes it at once). Three alternating
 runs of that harness: p99 added over direct +1.40-1.61 -> +0.98-1.08 ms; p90 +0.06-0.09 ms
 worse (the writer's time spread over more requests); flat-out small throughput within the
 noise (eighteen alternating rounds). Not for a batch with an agent's turn in it (16
@@ -18,19 +18,14 @@ warm 127k-token row +0.08-0.21 ms in four alternating pairs.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Sequence
 from typing import Any
+
+from proxy.priority import let_the_loop_in
 
 ROWS_PER_STATEMENT = 256
 """Rows a multi-row INSERT takes at most (well under SQLite's 32,766 parameters); a power
 of two (`chunk_sizes`)."""
-
-
-def let_the_loop_in() -> None:
-    """Let go of the GIL for a moment: a thread that waits for it gets it now, not at the
-    end of a switch interval."""
-    time.sleep(0)
 
 
 def insert_rows(
