@@ -1,9 +1,14 @@
 """H's size rules for the two packages: no module over 300 lines, no function over 50, and
-no import cycle between modules (TYPE_CHECKING imports included)."""
+no import cycle between modules (TYPE_CHECKING imports included); and that they import no
+third-party package their install does not bring."""
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
+import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
@@ -70,7 +75,7 @@ def test_no_import_cycles() -> None:
 
 
 def test_policies_import_nothing_from_the_edge() -> None:
-    edge = ("proxy", "starlette", "uvicorn", "httpx", "aiohttp")
+    edge = ("proxy", "starlette", "uvicorn", "httpx", "httptools", "aiohttp")
     for path in MODULES:
         if _name(path).startswith("policies"):
             for node in ast.walk(ast.parse(path.read_text())):
@@ -79,3 +84,30 @@ def test_policies_import_nothing_from_the_edge() -> None:
                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
                 )  # fmt: skip
                 assert not any(n.split(".")[0] in edge for n in names), f"{_name(path)}: {names}"
+
+
+def _requirement_names(requirements: list[str]) -> set[str]:
+    return {
+        re.split(r"[\s\[<>=!~;]", r, maxsplit=1)[0].lower().replace("_", "-") for r in requirements
+    }
+
+
+def test_the_packages_import_only_what_their_install_brings() -> None:
+    """What `pip install context-curator[fast,postgres]` (the image's install) brings: the
+    dependencies, their own dependencies (uvicorn[standard]'s uvloop, for one), and the two
+    extras. A test-only package (aiohttp: the bench and the tests) would fail at startup."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    declared = _requirement_names(project["dependencies"] + extras["fast"] + extras["postgres"])
+    test_only = _requirement_names(extras["test"]) - declared
+    distributions = packages_distributions()
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )  # fmt: skip
+            for top in {n.split(".")[0] for n in names} - set(sys.stdlib_module_names):
+                dists = {d.lower().replace("_", "-") for d in distributions.get(top, ())}
+                assert not dists & test_only, f"{_name(path)} imports {top}, a test-only package"

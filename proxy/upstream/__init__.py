@@ -1,3 +1,3 @@
 """The upstream side: one small client interface (`client`), two clients that each map their
-own library's errors (aiohttp in production, httpx in tests and for bytes aiohttp cannot send;
+own failures (`h1_client` in production, httpx in tests and for URLs with credentials;
 `connect` opens one), URL and header hygiene, and the relay that streams back."""

@@ -1,19 +1,16 @@
-"""The upstream HTTP client behind a tiny protocol: raw aiohttp in production, httpx in tests.
+"""The upstream HTTP client behind a tiny protocol: `H1Client` in production (HTTP/1.1 on
+asyncio's transports, `proxy.upstream.h1_client`), httpx in tests.
 
-Measured on a 2-core box (see the edge issue): starlette + httpx's default transport
-relays ~270 req/s, httpx over aiohttp ~900, a raw aiohttp session ~2,500. So production
-uses a raw `aiohttp.ClientSession`; `create_app(config, transport=...)` swaps in an httpx
-client so unit tests can use `httpx.MockTransport` or respx.
+Measured on a 2-core box: starlette + httpx's default transport relayed ~270 req/s, httpx
+over aiohttp ~900, a raw aiohttp session ~2,500; H1Client costs a quarter of aiohttp's CPU
+per request (see its module). `create_app(config, transport=...)` swaps in an httpx client so
+unit tests can use `httpx.MockTransport` or respx.
 
 Both clients send exactly the headers they are given (plus Host and Content-Length, which
-the libraries derive from the URL and the body), never decompress, never follow
-redirects and never keep cookies: a proxy must not add `Accept-Encoding`, inflate a gzip
-body, or leak one client's cookies to the next.
-
-Both send the URL's path and query, and every header's bytes, exactly as given. aiohttp
-takes them as `str` and writes them as UTF-8, so bytes that are not UTF-8 (`caf\xe9`, a
-legal obs-text header value) cannot pass through it unchanged; the rare request carrying
-such bytes goes through an httpx client instead, which writes bytes as they are.
+they derive from the URL and the body), never decompress, never follow redirects and never
+keep cookies: a proxy must not add `Accept-Encoding`, inflate a gzip body, or leak one
+client's cookies to the next. Both send the URL's path and query, and every header's bytes,
+exactly as given, UTF-8 or not.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from contextlib import asynccontextmanager
 
 import httpx
 
-from proxy.upstream.aiohttp_client import AiohttpClient, aiohttp_session
 from proxy.upstream.client import UpstreamClient
+from proxy.upstream.h1_client import H1Client
 from proxy.upstream.httpx_client import HttpxClient
 
 
@@ -17,14 +17,17 @@ from proxy.upstream.httpx_client import HttpxClient
 async def open_client(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[UpstreamClient]:
-    """The process's upstream client: aiohttp, or httpx over `transport` when given."""
-    import httpx
-
+    """The process's upstream client: `H1Client`, or httpx over `transport` when given."""
     if transport is not None:
         async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
             yield HttpxClient(client)
         return
-    # The system's CA store, as aiohttp uses (httpx would use certifi's).
-    verbatim = httpx.AsyncClient(trust_env=False, verify=ssl.create_default_context())
-    async with aiohttp_session() as session, verbatim:
-        yield AiohttpClient(session, HttpxClient(verbatim))
+    # For what H1Client hands over (URLs with credentials): the system's CA store, as
+    # H1Client uses (httpx would use certifi's).
+    fallback = httpx.AsyncClient(trust_env=False, verify=ssl.create_default_context())
+    production = H1Client(HttpxClient(fallback))
+    async with fallback:
+        try:
+            yield production
+        finally:
+            production.close()

@@ -1,5 +1,5 @@
 """An httpx-based upstream client: for tests (`httpx.MockTransport`, respx), other transports,
-and the requests aiohttp cannot send byte for byte. It maps httpx's errors to the proxy's."""
+and the URLs with credentials `H1Client` hands over. It maps httpx's errors to the proxy's."""
 
 from __future__ import annotations
 

@@ -203,3 +203,15 @@ def test_the_responses_bench_prints_its_rounds_and_the_median_round() -> None:
     }
     assert times["Responses"] / times["chat completions"] == pytest.approx(ratios[1], abs=0.01)
     assert lines[-1].startswith(f"Responses / chat: {ratios[1]:.3f} (target <= 1.1: ")
+
+
+def test_the_client_bench_gives_each_client_a_row_against_h1client() -> None:
+    out = _module("bench.client_bench", "--requests", "64", "--concurrency", "4", "--rounds", "2")
+    rows = {
+        ln.split("|")[1].strip(): ln.split("|")[3].strip()
+        for ln in out.splitlines()
+        if ln.startswith("| ") and "x |" in ln
+    }
+    assert set(rows) == {"H1Client", "aiohttp", "httpx"}
+    assert rows["H1Client"] == "1.00x"
+    assert all(float(ratio.removesuffix("x")) > 0 for ratio in rows.values())

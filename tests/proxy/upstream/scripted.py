@@ -1,5 +1,6 @@
 """A scripted HTTP/1.1 upstream on a loopback socket, for the upstream clients' own tests:
-each failure phase (silence, a cut or stalled body, a hang-up, a reset) on demand."""
+each failure phase (silence, a cut or stalled body, a hang-up, a reset, bytes that are no
+HTTP) and each way a response can end (a length, chunks, the connection's end) on demand."""
 
 from __future__ import annotations
 
@@ -57,7 +58,11 @@ class ScriptedUpstream:
         with conn:
             conn.settimeout(WAIT_S)
             try:
+                count = 0
                 while (request := _read_request(conn)) is not None:
+                    count += 1
+                    if request[0].startswith(b"/flaky") and count > 1:
+                        return  # a kept-alive connection the upstream gave up on
                     if not self._answer(conn, serial, *request):
                         return
             except OSError:
@@ -91,6 +96,22 @@ class ScriptedUpstream:
                 b"2\r\nab\r\n2\r\ncd\r\n0\r\n\r\n"
             )
             return True
+        if name == b"eof":  # no length, not chunked: the body ends with the connection
+            conn.sendall(b"HTTP/1.1 200 OK\r\n" + conn_header + b"\r\nuntil the end")
+            return False
+        if name == b"close":  # a length, and no keep-alive
+            conn.sendall(b"HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n")
+            conn.sendall(conn_header + b"\r\nok")
+            self._stop.wait(0.3)  # a client that ignored the close would send its next here
+            return False
+        if name == b"early":  # an interim 103 before the answer
+            conn.sendall(b"HTTP/1.1 103 Early Hints\r\nlink: </a.css>; rel=preload\r\n\r\n")
+        if name == b"head":  # what a HEAD gets: the length a GET's body would have
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n" + conn_header + b"\r\n")
+            return True
+        if name == b"garbage":
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: nope\r\n\r\nok")
+            return False
         if name == b"late":
             self._stop.wait(0.3)
         extra, body = {

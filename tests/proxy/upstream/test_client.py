@@ -3,7 +3,7 @@ given, unchanged, and each maps its own library's errors to the proxy's: the sam
 phase (refused, connect hang, silence, a stalled, cut or lost response) gives the same
 proxy error from either, each keeping its library's exception as the cause.
 
-The production client (aiohttp) is covered on real sockets in
+The production client (H1Client) is covered on real sockets in test_h1_client.py and
 tests/hardening/test_header_bytes.py; here, the httpx client and the hand-over between them.
 """
 
@@ -11,16 +11,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import aiohttp
 import httpx
 import orjson
 import pytest
-from aiohttp.client_reqrep import ConnectionKey
 
 from proxy.errors import ProxyError
-from proxy.upstream.aiohttp_client import AiohttpClient, aiohttp_error
 from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
 from proxy.upstream.connect import open_client
+from proxy.upstream.h1_client import H1Client, UnsendableRequest, h1_error
+from proxy.upstream.h1_response import (
+    BadResponse,
+    BodyCut,
+    ConnectFailed,
+    ConnectionLost,
+    ConnectTimeout,
+    ReadTimeout,
+)
 from proxy.upstream.httpx_client import httpx_error
 from tests.fakes.servers import HOST, full_accept_queue
 from tests.proxy.upstream.scripted import ScriptedUpstream, read_into, recording, req
@@ -67,33 +73,26 @@ class ResponseStub:
         return None
 
 
-async def test_aiohttp_hands_what_it_would_change_to_the_verbatim_client() -> None:
-    verbatim = Recording()
-    async with aiohttp.ClientSession() as session:
-        client = AiohttpClient(session, verbatim)
-        latin1 = request(headers=(ODD,))
-        non_ascii_query = request(url="http://127.0.0.1:9/v1/models?q=caf\xe9", headers=())
-        await client.send(latin1)
-        await client.send(non_ascii_query)
-    assert verbatim.sent == [latin1, non_ascii_query]
+async def test_the_h1_client_hands_credentials_in_the_url_to_the_fallback() -> None:
+    fallback = Recording()
+    client = H1Client(fallback)
+    with_credentials = request(url="http://user:key@127.0.0.1:9/v1/models", headers=())
+    non_ascii_query = request(url="http://127.0.0.1:9/v1/models?q=caf\xe9", headers=())
+    await client.send(with_credentials)
+    await client.send(non_ascii_query)
+    assert fallback.sent == [with_credentials, non_ascii_query]
 
 
-async def test_aiohttp_sends_utf8_headers_itself(dead_port: int) -> None:
-    verbatim = Recording()
-    utf8 = request(f"http://127.0.0.1:{dead_port}/v1/models", ((b"x-title", b"Caf\xc3\xa9"),))
-    async with aiohttp.ClientSession() as session:
-        with pytest.raises(ProxyError) as caught:  # nobody listens: aiohttp tried
-            await AiohttpClient(session, verbatim).send(utf8)
-    assert isinstance(caught.value.__cause__, aiohttp.ClientConnectorError)
-    assert verbatim.sent == []
+async def test_the_h1_client_sends_header_bytes_that_are_not_utf8_itself(dead_port: int) -> None:
+    fallback = Recording()
+    latin1 = request(f"http://127.0.0.1:{dead_port}/v1/models", (ODD,))
+    with pytest.raises(ProxyError) as caught:  # nobody listens: the H1 client tried
+        await H1Client(fallback).send(latin1)
+    assert isinstance(caught.value.__cause__, ConnectFailed)
+    assert fallback.sent == []
 
 
 # -- each client maps its own library's errors -------------------------------------------
-def _connector_error() -> aiohttp.ClientConnectorError:
-    key = ConnectionKey("upstream.internal", 443, True, True, None, None, None)
-    return aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "refused"))
-
-
 def _assert_openai_shaped(err: ProxyError | None, status: int, code: str) -> None:
     assert err is not None
     assert (err.status, err.code) == (status, code)
@@ -105,18 +104,20 @@ def _assert_openai_shaped(err: ProxyError | None, status: int, code: str) -> Non
 @pytest.mark.parametrize(
     ("exc", "status", "code"),
     [
-        (_connector_error(), 502, "upstream_unreachable"),
-        (aiohttp.ConnectionTimeoutError(), 504, "upstream_timeout"),
-        (aiohttp.SocketTimeoutError(), 504, "upstream_timeout"),
-        (aiohttp.ServerDisconnectedError(), 502, "upstream_error"),
-        (aiohttp.ClientPayloadError("cut"), 502, "upstream_error"),
+        (ConnectFailed(111, "cannot connect"), 502, "upstream_unreachable"),
+        (ConnectTimeout(), 504, "upstream_timeout"),
+        (ReadTimeout(), 504, "upstream_timeout"),
+        (ConnectionLost(), 502, "upstream_error"),
+        (BodyCut(), 502, "upstream_error"),
+        (BadResponse(), 502, "upstream_error"),
+        (UnsendableRequest(), 502, "upstream_error"),
         (ConnectionResetError(104, "reset"), 502, "upstream_error"),
     ],
 )
-def test_aiohttp_errors_map_to_openai_shaped_proxy_errors(
+def test_h1_errors_map_to_openai_shaped_proxy_errors(
     exc: Exception, status: int, code: str
 ) -> None:
-    _assert_openai_shaped(aiohttp_error(exc), status, code)
+    _assert_openai_shaped(h1_error(exc), status, code)
 
 
 @pytest.mark.parametrize(
@@ -136,7 +137,7 @@ def test_httpx_errors_map_to_openai_shaped_proxy_errors(
 
 
 def test_other_exceptions_are_not_mapped() -> None:
-    assert aiohttp_error(ValueError("bug")) is None
+    assert h1_error(ValueError("bug")) is None
     assert httpx_error(KeyError("bug")) is None
 
 
@@ -155,13 +156,13 @@ async def test_the_httpx_client_raises_proxy_errors_caused_by_its_own() -> None:
 
 # -- every failure phase, the same proxy error from either client, on a real socket ----------
 CAUSES: dict[str, dict[str, type[BaseException]]] = {
-    "aiohttp": {
-        "refused": aiohttp.ClientConnectorError,
-        "connect": aiohttp.ConnectionTimeoutError,
-        "silent": aiohttp.SocketTimeoutError,
-        "stall": TimeoutError,
-        "cut": aiohttp.ClientPayloadError,
-        "lost": aiohttp.ClientError,
+    "h1": {
+        "refused": ConnectFailed,
+        "connect": ConnectTimeout,
+        "silent": ReadTimeout,
+        "stall": ReadTimeout,
+        "cut": BodyCut,
+        "lost": ConnectionLost,
     },
     "httpx": {
         "refused": httpx.ConnectError,
@@ -177,7 +178,7 @@ CAUSES: dict[str, dict[str, type[BaseException]]] = {
 
 @pytest.fixture(params=sorted(CAUSES))
 async def either(request: pytest.FixtureRequest) -> AsyncIterator[tuple[UpstreamClient, str]]:
-    """The production client (aiohttp), and the verbatim one (httpx's real transport)."""
+    """The production client (H1Client), and httpx over its real transport."""
     transport = httpx.AsyncHTTPTransport() if request.param == "httpx" else None
     async with open_client(transport) as client:
         yield client, request.param
@@ -258,4 +259,4 @@ async def test_a_connection_lost_after_the_request_is_an_upstream_error(
     error = await failure(client, req(upstream, path, method="POST", body=b"{}"))
     assert (error.status, error.code) == (502, "upstream_error")
     assert isinstance(error.__cause__, CAUSES[name]["lost"])
-    assert not isinstance(error.__cause__, aiohttp.ClientConnectorError)
+    assert not isinstance(error.__cause__, ConnectFailed | httpx.ConnectError)

@@ -4,12 +4,14 @@ was never configured with), and that leaving the context closes what it opened."
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import httpx
 import pytest
 
-from proxy.upstream.aiohttp_client import AiohttpClient
 from proxy.upstream.client import UpstreamRequest
 from proxy.upstream.connect import open_client
+from proxy.upstream.h1_client import H1Client
 from proxy.upstream.httpx_client import HttpxClient
 from tests.fakes.servers import HOST
 from tests.proxy.upstream.scripted import ScriptedUpstream, read_all, req
@@ -17,7 +19,7 @@ from tests.proxy.upstream.scripted import ScriptedUpstream, read_all, req
 pytestmark = pytest.mark.anyio
 
 LATIN1 = ((b"x-title", b"caf\xe9"),)
-"""A header aiohttp cannot write unchanged: the request goes through the verbatim client."""
+"""A header that is not UTF-8: sent as its bytes."""
 URL = "http://upstream.test/v1/models"
 
 
@@ -64,22 +66,25 @@ async def test_without_a_transport_both_clients_go_straight_to_the_upstream(
     upstream: ScriptedUpstream,
 ) -> None:
     async with open_client() as client:
-        assert isinstance(client, AiohttpClient)
-        for headers in ((), LATIN1):
-            response = await client.send(req(upstream, "/echo", headers=headers))
+        assert isinstance(client, H1Client)
+        for url in (upstream.origin, upstream.origin.replace("//", "//user:pw@")):
+            response = await client.send(
+                replace(req(upstream, "/echo", headers=LATIN1), url=url + "/echo")
+            )
             try:
                 echoed = await read_all(response)
             finally:
                 await response.aclose()
             assert response.status == 200
             assert echoed.startswith(b"GET /echo HTTP/1.1\r\n")  # not a proxy's absolute form
-            for name, value in headers:
-                assert name + b": " + value in echoed
+            assert b"x-title: caf\xe9" in echoed
 
 
 async def test_leaving_the_context_closes_both_clients(upstream: ScriptedUpstream) -> None:
     async with open_client() as client:
         pass
-    for headers in ((), LATIN1):  # the aiohttp session, then the verbatim httpx client
+    sent = req(upstream, "/echo")
+    with_credentials = replace(sent, url=upstream.origin.replace("//", "//u:p@") + "/echo")
+    for request in (sent, with_credentials):  # H1Client, then the fallback httpx client
         with pytest.raises(RuntimeError, match="closed"):
-            await client.send(req(upstream, "/echo", headers=headers))
+            await client.send(request)

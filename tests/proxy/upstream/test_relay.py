@@ -6,15 +6,15 @@ import asyncio
 from collections.abc import MutableMapping, Sequence
 from typing import Any
 
-import aiohttp
 import httpx
 import orjson
 import pytest
 
 from proxy.errors import ProxyError
 from proxy.protocols.base import USAGE_TAIL_BYTES
-from proxy.upstream.aiohttp_client import aiohttp_error
 from proxy.upstream.client import UpstreamRequest
+from proxy.upstream.h1_client import h1_error
+from proxy.upstream.h1_response import BodyCut, ReadTimeout
 from proxy.upstream.httpx_client import httpx_error
 from proxy.upstream.hygiene import request_headers, response_head, upstream_url
 from proxy.upstream.relay import Relay, StreamAborted, forward, sse_error_event
@@ -154,7 +154,7 @@ class ScriptedClient:
 
 def _as_client_raises(exc: BaseException) -> BaseException:
     """A library's error as a real client raises it: mapped, the original as its cause."""
-    mapped = aiohttp_error(exc) or httpx_error(exc)
+    mapped = h1_error(exc) or httpx_error(exc)
     if mapped is None:
         return exc
     mapped.__cause__ = exc
@@ -249,7 +249,7 @@ async def test_client_disconnect_closes_the_upstream_response() -> None:
 
 
 async def test_mid_stream_failure_on_sse_ends_with_an_error_event_not_done() -> None:
-    script: list[Any] = [b"data: 1\n\n", b'data: {"partial', aiohttp.SocketTimeoutError()]
+    script: list[Any] = [b"data: 1\n\n", b'data: {"partial', ReadTimeout()]
     response = ScriptedResponse(200, SSE, script)
     client = Client()
     relay = Relay("r3")
@@ -263,7 +263,7 @@ async def test_mid_stream_failure_on_sse_ends_with_an_error_event_not_done() -> 
 
 async def test_mid_body_failure_on_plain_responses_aborts_the_connection() -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", b"100")]
-    response = ScriptedResponse(200, headers, [b'{"id":', aiohttp.ClientPayloadError("cut")])
+    response = ScriptedResponse(200, headers, [b'{"id":', BodyCut()])
     client = Client()
     with pytest.raises(StreamAborted):
         await forward(

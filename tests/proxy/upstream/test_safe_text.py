@@ -2,11 +2,17 @@ from __future__ import annotations
 
 import errno
 
-import aiohttp
 import httpx
 import pytest
-from yarl import URL
 
+from proxy.upstream.h1_client import UnsendableRequest
+from proxy.upstream.h1_response import (
+    BadResponse,
+    ConnectFailed,
+    ConnectionLost,
+    ConnectTimeout,
+    ReadTimeout,
+)
 from proxy.upstream.safe_text import failure_reason, loggable_url
 
 LEAK = "sk-proj-" + "Leak_" * 5
@@ -28,27 +34,23 @@ def test_loggable_url(url: str, shown: str) -> None:
     assert loggable_url(url) == shown
 
 
-def _response_error() -> aiohttp.ClientResponseError:
-    info = aiohttp.RequestInfo(URL(f"http://h/v1?key={LEAK}"), "POST", {}, URL("http://h/v1"))  # type: ignore[arg-type]
-    return aiohttp.ClientResponseError(info, (), status=400, message=f"Bad status line b'{LEAK}'")
-
-
 @pytest.mark.parametrize(
     ("exc", "reason"),
     [
+        (ConnectTimeout(f"http://h/?k={LEAK}"), "ConnectTimeout: connect timeout"),
+        (ReadTimeout(LEAK), "ReadTimeout: read timeout"),
         (
-            aiohttp.ConnectionTimeoutError(f"Connection timeout to host http://h/?k={LEAK}"),
-            "ConnectionTimeoutError: connect timeout",
+            BadResponse(f"Bad status line b'{LEAK}'"),
+            "BadResponse: malformed response status line, headers or body framing",
         ),
+        (ConnectionLost(LEAK), "ConnectionLost: the upstream closed the connection"),
         (
-            aiohttp.SocketTimeoutError(f"Timeout on reading data from socket {LEAK}"),
-            "SocketTimeoutError: read timeout",
+            ConnectFailed(errno.ECONNREFUSED, LEAK),
+            "ConnectFailed: cannot connect (ECONNREFUSED)",
         ),
-        (_response_error(), "ClientResponseError: malformed response status line or headers"),
-        (
-            aiohttp.ServerDisconnectedError(f"{LEAK}"),
-            "ServerDisconnectedError: the upstream closed the connection",
-        ),
+        (UnsendableRequest(LEAK), "UnsendableRequest: request bytes HTTP does not allow"),
+        (httpx.ConnectTimeout(LEAK), "ConnectTimeout: connect timeout"),
+        (httpx.ReadTimeout(LEAK), "ReadTimeout: read timeout"),
         (
             ConnectionResetError(errno.ECONNRESET, LEAK),
             "ConnectionResetError: transport error (ECONNRESET)",
