@@ -16,6 +16,9 @@ A request that could smuggle (CR or LF in a header, a space in the target) is re
 URLs with credentials (`https://user:key@host`) go to `fallback` (httpx), which turns
 them into Basic auth.
 
+A new connection tries the origin's addresses as RFC 8305 says (aiohappyeyeballs, as aiohttp
+does: uvloop's `create_connection` cannot), the addresses looked up at most once a minute.
+
 Failures map to the proxy's errors in `h1_error`, their causes being this module's own
 exception types. A request that finds its reused connection closed before any byte of
 the answer is sent once more on a new one when its method is idempotent (RFC 9112 9.3.1),
@@ -25,8 +28,12 @@ as aiohttp did.
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
+from typing import Any
 from urllib.parse import urlsplit
+
+from aiohappyeyeballs import start_connection
 
 from proxy.errors import ProxyError, upstream_failed, upstream_timeout, upstream_unreachable
 from proxy.types import Headers
@@ -38,6 +45,13 @@ KEEPALIVE_S = 30.0
 """How long an idle connection is kept (upstreams close theirs after 5 s to minutes)."""
 MAX_IDLE = 256
 """Idle connections kept per origin after a burst; more are closed."""
+HAPPY_EYEBALLS_DELAY_S = 0.25
+"""How long a connect to one address runs before the next address (the other IP family
+first) is tried beside it (RFC 8305): a broken IPv6 route costs 250 ms, not the timeout."""
+DNS_TTL_S = 60.0
+"""How long an origin's looked-up addresses are used for new connections."""
+Address = tuple[Any, ...]
+"""One `getaddrinfo` result: (family, type, proto, canonname, sockaddr)."""
 IDEMPOTENT = frozenset(("GET", "HEAD", "OPTIONS", "PUT", "DELETE", "TRACE"))
 NO_BODY_METHODS = frozenset((b"GET", b"HEAD", b"OPTIONS", b"CONNECT", b"TRACE"))
 """Methods sent without a Content-Length when their body is empty (as aiohttp did)."""
@@ -140,6 +154,7 @@ class H1Client:
         self._tls = tls
         self._pool: Pool | None = None
         self._closed = False
+        self._dns: dict[Origin, tuple[float, list[Address]]] = {}
         self._origins: dict[str, Origin | None] = {}
         """Each URL prefix's origin (None: `fallback` sends it); prefixes come from the
         config's base URLs, so this stays as small as the config."""
@@ -190,10 +205,15 @@ class H1Client:
         tls = self._context() if origin.tls else None
         try:
             async with asyncio.timeout(request.connect_timeout_s):
+                sock = await start_connection(
+                    await self._addresses(pool.loop, origin),
+                    happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY_S,
+                    interleave=1,
+                    loop=pool.loop,
+                )
                 await pool.loop.create_connection(
                     lambda: conn,
-                    origin.host,
-                    origin.port,
+                    sock=sock,
                     ssl=tls,
                     server_hostname=origin.host if tls is not None else None,
                 )
@@ -201,10 +221,20 @@ class H1Client:
             conn.abort()
             timed_out = isinstance(exc, TimeoutError)
             failed = ConnectTimeout() if timed_out else ConnectFailed(exc.errno, "cannot connect")
-            failed.__cause__ = exc  # the socket's or TLS's own error
+            failed.__cause__ = exc  # the socket's, the resolver's or TLS's own error
             raise _mapped(failed) from failed
         pool.opened(conn)
         return conn
+
+    async def _addresses(self, loop: asyncio.AbstractEventLoop, origin: Origin) -> list[Address]:
+        """The origin's addresses, looked up again after `DNS_TTL_S`."""
+        now = loop.time()
+        cached = self._dns.get(origin)
+        if cached is not None and now - cached[0] < DNS_TTL_S:
+            return cached[1]
+        found = await loop.getaddrinfo(origin.host, origin.port, type=socket.SOCK_STREAM)
+        self._dns[origin] = (now, found)
+        return found
 
     def _context(self) -> ssl.SSLContext:
         if self._tls is None:

@@ -68,14 +68,16 @@ class Connection(asyncio.Protocol):
         return response
 
     def pause(self) -> None:
-        if not self._paused and self.transport is not None:
+        transport = self.transport
+        if not self._paused and transport is not None and not transport.is_closing():
             self._paused = True
-            self.transport.pause_reading()
+            transport.pause_reading()
 
     def resume(self) -> None:
-        if self._paused and self.transport is not None:
+        transport = self.transport
+        if self._paused and transport is not None and not transport.is_closing():
             self._paused = False
-            self.transport.resume_reading()
+            transport.resume_reading()
 
     def abort(self) -> None:
         """Drops the connection now (mid-exchange: what is in flight is worthless)."""

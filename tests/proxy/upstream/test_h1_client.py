@@ -9,7 +9,9 @@ Which proxy error each failure phase becomes (for both clients) is in test_clien
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -22,9 +24,9 @@ from hypothesis import strategies as st
 from proxy.errors import ProxyError
 from proxy.upstream import h1_client
 from proxy.upstream.client import UpstreamRequest, UpstreamResponse
-from proxy.upstream.h1_client import H1Client, UnsendableRequest, h1_error, request_head
+from proxy.upstream.h1_client import Address, H1Client, UnsendableRequest, h1_error, request_head
 from proxy.upstream.h1_response import HIGH_WATER, BadResponse, ConnectFailed, ConnectionLost
-from tests.fakes.servers import HOST
+from tests.fakes.servers import HOST, full_accept_queue
 from tests.proxy.upstream.scripted import (
     BIG,
     GZIPPED,
@@ -423,3 +425,51 @@ def test_any_head_reads_back_as_the_target_and_headers_it_was_given(
         *headers,
         (b"Content-Length", str(len(body)).encode()),
     ]
+
+
+# -- new connections: the addresses tried, and how often they are looked up ------------------
+async def test_an_address_that_never_answers_does_not_hold_up_the_next(
+    client: H1Client, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Happy Eyeballs: the first address (a black hole, as a broken IPv6 route is) gets
+    250 ms, then the next is tried beside it; without, the request would wait out the
+    connect timeout and fail."""
+    port = int(upstream.origin.rpartition(":")[2])
+    with full_accept_queue() as hanging:
+        addresses = [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", (HOST, hanging)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", (HOST, port)),
+        ]
+
+        async def looked_up(*_args: object) -> list[Address]:
+            return addresses
+
+        monkeypatch.setattr(client, "_addresses", looked_up)
+        started = time.monotonic()
+        _, body = await fetch(client, replace(req(upstream, "/ok"), connect_timeout_s=3))
+    assert body == b"ok"
+    assert time.monotonic() - started < 2
+
+
+async def test_an_origin_is_looked_up_once_a_minute(
+    client: H1Client, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loop = asyncio.get_running_loop()
+    lookups: list[object] = []
+    real = loop.getaddrinfo
+
+    async def counted(host: str, port: int, **kwargs: object) -> list[Address]:
+        lookups.append(host)
+        return await real(host, port, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop, "getaddrinfo", counted)
+    by_name = replace(
+        req(upstream, "/close"), url=upstream.origin.replace(HOST, "localhost") + "/close"
+    )
+    for _ in range(2):  # each on a new connection: the upstream closes the last
+        _, body = await fetch(client, by_name)
+        assert body == b"ok"
+    assert lookups == ["localhost"]
+    monkeypatch.setattr(h1_client, "DNS_TTL_S", 0.0)
+    await fetch(client, by_name)
+    assert lookups == ["localhost", "localhost"]
