@@ -17,6 +17,10 @@ import httptools
 
 from proxy.upstream.h1_response import BadResponse, BodyCut, ConnectionLost, Response
 
+MAX_HEAD_BYTES = 1024 * 1024
+"""The most a response's status line and headers may take (interim responses included):
+past it the upstream is sending no HTTP the proxy relays (aiohttp allowed 8 KiB a line)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Origin:
@@ -53,6 +57,8 @@ class Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self._interim = False
         self._paused = False
+        self._head_bytes = 0
+        """Bytes received for the current response before its head was complete."""
 
     def send(self, head: bytes, body: bytes, read_timeout_s: float, head_only: bool) -> Response:
         """Writes the request; the response to it, still to arrive."""
@@ -60,6 +66,7 @@ class Connection(asyncio.Protocol):
         if transport is None:
             raise RuntimeError("send() on a connection that is not open")
         response = self.response = Response(self, read_timeout_s, head_only)
+        self._head_bytes = 0
         if len(body) <= 16384:
             transport.write(head + body if body else head)
         else:
@@ -105,10 +112,13 @@ class Connection(asyncio.Protocol):
         response.got_bytes = True
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
+        except httptools.HttpParserError:  # HttpParserUpgrade included
             self._fail(BadResponse())
-        except httptools.HttpParserError:
-            self._fail(BadResponse())
+            return
+        if not response.has_head:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:  # httptools would keep collecting it
+                self._fail(BadResponse())
 
     def eof_received(self) -> bool:
         return False  # close our side too: connection_lost follows
@@ -119,7 +129,7 @@ class Connection(asyncio.Protocol):
         self.response = None
         if response is None:
             return
-        if not response._has_head:
+        if not response.has_head:
             response.fail(ConnectionLost())
         elif response.close_delimited():
             response.finish()

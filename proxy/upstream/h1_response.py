@@ -97,6 +97,11 @@ class Response:
         self.headers: list[tuple[bytes, bytes]] = []
 
     # -- the reader's side ------------------------------------------------------------------
+    @property
+    def has_head(self) -> bool:
+        """Whether the status line and headers have all arrived."""
+        return self._has_head
+
     async def head(self) -> None:
         """Returns once the head has arrived; raises the failure's own exception."""
         while not self._has_head:

@@ -109,6 +109,12 @@ class ScriptedUpstream:
         if name == b"head":  # what a HEAD gets: the length a GET's body would have
             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n" + conn_header + b"\r\n")
             return True
+        if name == b"endless":  # headers that never end
+            conn.sendall(b"HTTP/1.1 200 OK\r\n")
+            for _ in range(64):
+                conn.sendall(b"x-filler: " + b"f" * 32768 + b"\r\n")
+            self._stop.wait(WAIT_S)
+            return False
         if name == b"garbage":
             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: nope\r\n\r\nok")
             return False

@@ -212,6 +212,16 @@ async def test_bytes_that_are_no_http_response_are_an_upstream_error(
     assert isinstance(caught.value.__cause__, BadResponse)
 
 
+async def test_a_head_that_never_ends_is_an_upstream_error(
+    client: H1Client, upstream: ScriptedUpstream
+) -> None:
+    """2 MiB of headers and no end: refused past 1 MiB, not collected until memory runs out."""
+    with pytest.raises(ProxyError) as caught:
+        await client.send(req(upstream, "/endless"))
+    assert (caught.value.status, caught.value.code) == (502, "upstream_error")
+    assert isinstance(caught.value.__cause__, BadResponse)
+
+
 # -- the pool -------------------------------------------------------------------------------
 async def test_a_read_body_returns_its_connection_a_half_read_one_closes_it(
     client: H1Client, upstream: ScriptedUpstream
