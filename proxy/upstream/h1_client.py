@@ -181,15 +181,16 @@ class H1Client:
         if pool is None:
             pool = self._pool = Pool(asyncio.get_running_loop())
         retry = request.method in IDEMPOTENT
+        pooled: Connection | None = pool.take(origin)
         while True:
-            conn = pool.take(origin) or await self._connect(pool, origin, request)
+            conn = pooled or await self._connect(pool, origin, request)
             response = conn.send(head, request.body, request.read_timeout_s, method == b"HEAD")
             try:
                 await response.head()
             except ConnectionLost as exc:
                 response.close()
                 if retry and conn.reused and not response.got_bytes:
-                    retry = False
+                    retry, pooled = False, None  # again on a new connection, not the next kept one
                     continue
                 raise _mapped(exc) from exc
             except (OSError, TimeoutError) as exc:

@@ -283,6 +283,18 @@ async def test_a_kept_alive_connection_found_closed_is_retried_for_idempotent_me
     assert conn_of(second) != conn_of(first)
 
 
+async def test_the_retry_goes_on_a_new_connection_not_the_next_kept_one(
+    client: H1Client, upstream: ScriptedUpstream
+) -> None:
+    """Two kept connections the upstream has both given up on (it restarted, say): the
+    retry must not take the second."""
+    kept = await asyncio.gather(*(fetch(client, req(upstream, "/flaky")) for _ in range(2)))
+    assert len({conn_of(response) for response, _ in kept}) == 2
+    retried, body = await fetch(client, req(upstream, "/flaky"))
+    assert body == b"ok"
+    assert conn_of(retried) not in {conn_of(response) for response, _ in kept}
+
+
 async def test_a_post_on_a_connection_found_closed_is_not_sent_twice(
     client: H1Client, upstream: ScriptedUpstream
 ) -> None:
