@@ -166,3 +166,33 @@ def test_builtin_globs_are_lower_case_and_each_one_is_reachable() -> None:
         first = next(p for p, _ in BUILTIN if fnmatchcase(probe, p))
         assert first == pattern, f"{pattern} (#{i}) is shadowed by {first}"
         assert TABLE.lookup(probe) == info
+
+
+def test_a_name_is_matched_once_and_answers_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = ModelTable.with_overrides([("llama-3*", ModelInfo(8192, encoding="cl100k_base"))])
+    calls: list[str] = []
+    import policies.models as models
+
+    def counted(name: str, pattern: str) -> bool:
+        calls.append(name)
+        return fnmatchcase(name, pattern)
+
+    monkeypatch.setattr(models, "fnmatchcase", counted)
+    first = (table.find("openai/llama-3.1-70b"), table.pattern("openai/llama-3.1-70b"))
+    matched = len(calls)
+    again = (table.find("openai/llama-3.1-70b"), table.pattern("openai/llama-3.1-70b"))
+    assert again == first == (ModelInfo(8192, encoding="cl100k_base"), "llama-3*")
+    assert len(calls) == matched  # from the memo
+    assert table.override("gpt-4o") is None
+    assert table.find("gpt-4o") == TABLE.find("gpt-4o")
+
+
+def test_the_memo_starts_over_past_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    import policies.models as models
+
+    monkeypatch.setattr(models, "MEMO_MAX", 3)
+    table = ModelTable()
+    for i in range(10):
+        table.find(f"client-chosen-{i}")
+    assert len(table._memo) <= 3
+    assert table == ModelTable()  # the memo is no part of the table's value
