@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -203,21 +202,16 @@ async def test_cookies_from_one_response_are_not_sent_with_the_next(
     assert b"cookie" not in echoed.lower()
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["/garbage", "/endless"],
+    ids=["no-http", "a-head-past-1-MiB"],  # /endless: 2 MiB of headers, never collected whole
+)
 async def test_bytes_that_are_no_http_response_are_an_upstream_error(
-    client: H1Client, upstream: ScriptedUpstream
+    client: H1Client, upstream: ScriptedUpstream, path: str
 ) -> None:
     with pytest.raises(ProxyError) as caught:
-        await client.send(req(upstream, "/garbage"))
-    assert (caught.value.status, caught.value.code) == (502, "upstream_error")
-    assert isinstance(caught.value.__cause__, BadResponse)
-
-
-async def test_a_head_that_never_ends_is_an_upstream_error(
-    client: H1Client, upstream: ScriptedUpstream
-) -> None:
-    """2 MiB of headers and no end: refused past 1 MiB, not collected until memory runs out."""
-    with pytest.raises(ProxyError) as caught:
-        await client.send(req(upstream, "/endless"))
+        await client.send(req(upstream, path))
     assert (caught.value.status, caught.value.code) == (502, "upstream_error")
     assert isinstance(caught.value.__cause__, BadResponse)
 
@@ -454,8 +448,8 @@ async def test_an_address_that_never_answers_does_not_hold_up_the_next(
     client: H1Client, upstream: ScriptedUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Happy Eyeballs: the first address (a black hole, as a broken IPv6 route is) gets
-    250 ms, then the next is tried beside it; without, the request would wait out the
-    connect timeout and fail."""
+    250 ms, then the next is tried beside it; without, the request waits out the connect
+    timeout and fails (504)."""
     port = int(upstream.origin.rpartition(":")[2])
     with full_accept_queue() as hanging:
         addresses = [
@@ -467,10 +461,8 @@ async def test_an_address_that_never_answers_does_not_hold_up_the_next(
             return addresses
 
         monkeypatch.setattr(client, "_addresses", looked_up)
-        started = time.monotonic()
         _, body = await fetch(client, replace(req(upstream, "/ok"), connect_timeout_s=3))
-    assert body == b"ok"
-    assert time.monotonic() - started < 2
+    assert body == b"ok"  # without, the connect timeout (3 s) would have run out first
 
 
 async def test_an_origin_is_looked_up_once_a_minute(
