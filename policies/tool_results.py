@@ -56,6 +56,11 @@ class ToolResultTruncation:
         return self.max_tokens
 
     def curate(self, messages: Sequence[Message], ctx: CurationContext) -> CuratorOutput:
+        # The counts are known (the chain counted every message first): when none is over
+        # the limit, no result can be cut, and finding the candidates is all this would do.
+        over = self.max_tokens + TOKENS_PER_MESSAGE
+        if all(n <= over for n in ctx.count_each(messages)):
+            return CuratorOutput(list(messages))
         out = list(messages)
         actions: list[Action] = []
         floor = fill.floor(messages, ctx, self.min_fill)

@@ -49,6 +49,18 @@ def test_small_results_are_left_alone() -> None:
     assert out.actions == ()
 
 
+@pytest.mark.parametrize("over", [0, 1])
+def test_a_result_one_token_over_max_tokens_is_cut_and_one_at_it_is_not(over: int) -> None:
+    text = long_text(60)
+    limit = text_tokens(text) - over
+    messages = agent_loop(text, "recent")
+    out = ToolResultTruncation(max_tokens=limit, keep_recent=1).curate(messages, ctx())
+    cut = out.messages[2]["content"]
+    assert (cut != text) is bool(over)
+    assert text_tokens(cut) <= limit
+    assert len(out.actions) == over
+
+
 def test_big_result_becomes_head_marker_tail_within_max_tokens() -> None:
     messages = agent_loop(BIG, "recent")
     curator = ToolResultTruncation(max_tokens=500, keep_recent=1, head_ratio=0.7)
