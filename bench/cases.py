@@ -9,6 +9,7 @@ large case's in `bench.large`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -24,7 +25,14 @@ CHAT = "/v1/chat/completions"
 LOADGEN_NICE = 5
 PACED_CONNECTIONS = 8
 """Connections of a paced wrk run: few, each thinking between requests."""
-AGENT_SMALL = "proxy coding-agent (nothing to cut)"
+PROXY_SMALL = (
+    ("proxy passthrough", SMALL_MODEL, True),
+    ("proxy default preset (nothing to cut)", servers.DEFAULT_MODEL, True),
+    ("proxy coding-agent (nothing to cut)", servers.LARGE_MODEL, False),
+)
+"""The proxy's small-body rows: each path's name, the model that routes it, and whether
+the target applies (to passthrough, and to the default preset: what a config-less
+`curator serve` runs, so what a small request meets there)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,44 +134,68 @@ def _load_row(case: str, path: str, result: LoadResult, floor: LoadResult | None
     )
 
 
-def _interleaved(bench: Bench, proxy: str, body: bytes) -> tuple[LoadResult, LoadResult]:
-    """Floor and proxy passthrough measured in alternating rounds; the round with the
-    median ratio. One pair of runs moves by several percent with whatever else the
-    machine does; alternating spreads that drift over both sides."""
-    pairs = []
+def _rotated(
+    bench: Bench, paths: Sequence[tuple[str, bytes]]
+) -> tuple[LoadResult, list[tuple[LoadResult, LoadResult, list[float]]]]:
+    """The floor and each proxy path, measured in turn, round after round; for each path
+    the round with its median ratio to that round's floor (with every round's ratio, the
+    spread). One pair of runs moves by several percent with whatever else the machine
+    does; rotating spreads that drift over every side. The floor shown is the first
+    path's median round's."""
+    rounds = []
     for _ in range(max(1, bench.settings.ratio_rounds)):
-        floor = bench.load(bench.floor + CHAT, body)
-        pairs.append((floor, bench.load(proxy + CHAT, body)))
-    pairs.sort(key=lambda pair: pair[1].rps / pair[0].rps if pair[0].rps else 0.0)
-    return pairs[len(pairs) // 2]
+        floor = bench.load(bench.floor + CHAT, paths[0][1])
+        rounds.append((floor, [bench.load(url + CHAT, body) for url, body in paths]))
+    picked = []
+    for k in range(len(paths)):
+        pairs = sorted(((f, runs[k]) for f, runs in rounds), key=lambda fp: _share(*fp))
+        ratios = [_share(f, runs[k]) for f, runs in rounds]
+        picked.append((*pairs[len(pairs) // 2], ratios))
+    return picked[0][0], picked
+
+
+def _share(floor: LoadResult, proxy: LoadResult) -> float:
+    return proxy.rps / floor.rps if floor.rps else 0.0
 
 
 def small(bench: Bench) -> list[Row]:
-    """Small-body throughput: direct, floor, proxy passthrough, proxy curating, LiteLLM."""
+    """Small-body throughput: direct, floor, the proxy in passthrough, with the default
+    preset (what `curator serve` runs with no config file) and with the coding-agent
+    preset (nothing to cut in either), and LiteLLM."""
     case = "small body, req/s"
     body = orjson.dumps(conversations.small_request(SMALL_MODEL))
-    curated = orjson.dumps(conversations.small_request(servers.LARGE_MODEL))
     direct = bench.load(bench.upstreams.origin + CHAT, body)
-    if bench.proxy is None:
-        floor = bench.load(bench.floor + CHAT, body)
-    else:
-        floor, proxy = _interleaved(bench, bench.proxy, body)
-    rows = [
-        _load_row(case, f"direct upstream ({bench.upstreams.kind})", direct, floor),
-        _load_row(case, "floor (starlette+aiohttp)", floor, floor),
-    ]
     target = ">= 0.8x floor"
     if bench.proxy is None:
-        rows.append(skipped(case, "proxy passthrough", bench.proxy_reason, target))
-        rows.append(skipped(case, AGENT_SMALL, bench.proxy_reason))
+        floor = bench.load(bench.floor + CHAT, body)
+        rows = _small_rows(case, bench, direct, floor)
+        rows += [
+            skipped(case, path, bench.proxy_reason, target if aimed else "")
+            for path, _, aimed in PROXY_SMALL
+        ]
     else:
-        met = floor.rps > 0 and proxy.rps >= 0.8 * floor.rps
-        figure = ratio(proxy.rps, floor.rps) + " floor"
-        row = _load_row(case, "proxy passthrough", proxy, floor)
-        rows.append(replace(row, figure=figure, target=target, met=met))
-        rows.append(_load_row(case, AGENT_SMALL, bench.load(bench.proxy + CHAT, curated), floor))
+        paths = [
+            (bench.proxy, orjson.dumps(conversations.small_request(m))) for _, m, _ in PROXY_SMALL
+        ]
+        floor, picked = _rotated(bench, paths)
+        rows = _small_rows(case, bench, direct, floor)
+        for (path, _, aimed), (round_floor, proxy, ratios) in zip(PROXY_SMALL, picked, strict=True):
+            row = _load_row(case, path, proxy, round_floor)
+            spread = ", ".join(f"{r:.2f}x" for r in ratios)
+            row = replace(row, note=f"rounds: {spread}" + (f"; {row.note}" if row.note else ""))
+            if aimed:
+                met = round_floor.rps > 0 and proxy.rps >= 0.8 * round_floor.rps
+                row = replace(row, figure=row.vs_floor + " floor", target=target, met=met)
+            rows.append(row)
     if bench.litellm is None:
         rows.append(skipped(case, "litellm proxy", bench.litellm_reason))
     else:
         rows.append(_load_row(case, "litellm proxy", bench.load(bench.litellm + CHAT, body), floor))
     return rows
+
+
+def _small_rows(case: str, bench: Bench, direct: LoadResult, floor: LoadResult) -> list[Row]:
+    return [
+        _load_row(case, f"direct upstream ({bench.upstreams.kind})", direct, floor),
+        _load_row(case, "floor (starlette+aiohttp)", floor, floor),
+    ]

@@ -18,6 +18,7 @@ from bench import servers
 REPO = Path(__file__).resolve().parents[2]
 PROXY_ROWS = {
     ("small body, req/s", "proxy passthrough"),
+    ("small body, req/s", "proxy default preset (nothing to cut)"),
     ("small body, req/s", "proxy coding-agent (nothing to cut)"),
     ("small body, concurrency 1", "proxy passthrough"),
     ("large 127k -> 32k, warm", "proxy coding-agent"),
@@ -53,6 +54,7 @@ OTHER_ROWS = {
 }
 TARGETED = {
     ("small body, req/s", "proxy passthrough"),
+    ("small body, req/s", "proxy default preset (nothing to cut)"),
     ("small body, concurrency 1", "proxy passthrough"),
     ("large 127k -> 32k, warm", "proxy coding-agent"),
     ("large 127k -> 32k, cold", "proxy coding-agent, first sight"),
