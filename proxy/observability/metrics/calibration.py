@@ -19,6 +19,8 @@ the model matched, else `other` (`proxy.upstream.facts.model_label`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from policies.calibration import Observation
@@ -60,10 +62,19 @@ class FactsMetrics:
             registry=registry,
         )
 
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        """Each (upstream, model label)'s ratio and error children: `labels()` validates
+        and locks on every call, and this runs for every curated response."""
+
     def calibrated(self, upstream: str, label: str, observation: Observation) -> None:
-        # Upstream names come from the config (the route's), so they are bounded already.
-        self.ratio.labels(upstream, label).set(observation.ratio)
-        self.error.labels(upstream).observe(observation.error)
+        # Upstream names come from the config (the route's), and model labels are globs of
+        # the tables or `other` (`model_label`), so the memo is bounded as they are.
+        children = self._children.get((upstream, label))
+        if children is None:
+            children = (self.ratio.labels(upstream, label), self.error.labels(upstream))
+            self._children[upstream, label] = children
+        children[0].set(observation.ratio)
+        children[1].observe(observation.error)
 
     def window_assumed(self, upstream: str) -> None:
         self.assumed.labels(upstream).inc()
