@@ -9,6 +9,7 @@ large case's in `bench.large`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,7 +18,7 @@ import orjson
 
 from bench import conversations, servers
 from bench.loadgen import LoadResult, have_wrk, run_python, run_wrk
-from bench.procs import Placement, Processes
+from bench.procs import Placement, Processes, tree_cpu_s
 from bench.report import Row, ratio, skipped
 
 SMALL_MODEL = "bench-small"
@@ -134,40 +135,68 @@ def _load_row(case: str, path: str, result: LoadResult, floor: LoadResult | None
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """A load run and the server's CPU time per request meanwhile (us; nan: unknown)."""
+
+    result: LoadResult
+    cpu_us: float
+
+
+def load_with_cpu(
+    bench: Bench, pid: int | None, url: str, body: bytes, *, client: Placement | None = None
+) -> Measured:
+    """Flat-out load on `url`, and the CPU time per request of the server `pid` (its
+    threads and any processes it started; nan without a pid or requests)."""
+    before = tree_cpu_s(pid) if pid is not None else 0.0
+    result = bench.load(url, body, client=client)
+    if pid is None or not result.requests:
+        return Measured(result, float("nan"))
+    return Measured(result, (tree_cpu_s(pid) - before) * 1e6 / result.requests)
+
+
 def _rotated(
     bench: Bench, paths: Sequence[tuple[str, bytes]]
-) -> tuple[LoadResult, list[tuple[LoadResult, LoadResult, list[float]]]]:
+) -> list[tuple[Measured, Measured, list[float]]]:
     """The floor and each proxy path, measured in turn, round after round; for each path
     the round with its median ratio to that round's floor (with every round's ratio, the
     spread). One pair of runs moves by several percent with whatever else the machine
-    does; rotating spreads that drift over every side. The floor shown is the first
-    path's median round's."""
+    does; rotating spreads that drift over every side."""
     rounds = []
     for _ in range(max(1, bench.settings.ratio_rounds)):
-        floor = bench.load(bench.floor + CHAT, paths[0][1])
-        rounds.append((floor, [bench.load(url + CHAT, body) for url, body in paths]))
+        floor = load_with_cpu(bench, bench.floor_pid, bench.floor + CHAT, paths[0][1])
+        runs = [load_with_cpu(bench, bench.proxy_pid, url + CHAT, body) for url, body in paths]
+        rounds.append((floor, runs))
     picked = []
     for k in range(len(paths)):
         pairs = sorted(((f, runs[k]) for f, runs in rounds), key=lambda fp: _share(*fp))
         ratios = [_share(f, runs[k]) for f, runs in rounds]
         picked.append((*pairs[len(pairs) // 2], ratios))
-    return picked[0][0], picked
+    return picked
 
 
-def _share(floor: LoadResult, proxy: LoadResult) -> float:
-    return proxy.rps / floor.rps if floor.rps else 0.0
+def _share(floor: Measured, proxy: Measured) -> float:
+    return proxy.result.rps / floor.result.rps if floor.result.rps else 0.0
+
+
+def _cpu_note(proxy: Measured, floor: Measured) -> str:
+    if math.isnan(proxy.cpu_us) or math.isnan(floor.cpu_us):
+        return ""
+    return f"; {proxy.cpu_us:,.0f} us CPU/request ({proxy.cpu_us / floor.cpu_us:.2f}x the floor's)"
 
 
 def small(bench: Bench) -> list[Row]:
     """Small-body throughput: direct, floor, the proxy in passthrough, with the default
     preset (what `curator serve` runs with no config file) and with the coding-agent
-    preset (nothing to cut in either), and LiteLLM."""
+    preset (nothing to cut in either), and LiteLLM. The server's CPU time per request is
+    the steadier figure: pinned to its core and saturated, its req/s is about the inverse,
+    while the load generator's core (shared with the upstream) moves req/s around."""
     case = "small body, req/s"
     body = orjson.dumps(conversations.small_request(SMALL_MODEL))
     direct = bench.load(bench.upstreams.origin + CHAT, body)
     target = ">= 0.8x floor"
     if bench.proxy is None:
-        floor = bench.load(bench.floor + CHAT, body)
+        floor = load_with_cpu(bench, bench.floor_pid, bench.floor + CHAT, body)
         rows = _small_rows(case, bench, direct, floor)
         rows += [
             skipped(case, path, bench.proxy_reason, target if aimed else "")
@@ -177,25 +206,29 @@ def small(bench: Bench) -> list[Row]:
         paths = [
             (bench.proxy, orjson.dumps(conversations.small_request(m))) for _, m, _ in PROXY_SMALL
         ]
-        floor, picked = _rotated(bench, paths)
+        picked = _rotated(bench, paths)
+        floor = picked[0][0]  # the passthrough row's round
         rows = _small_rows(case, bench, direct, floor)
         for (path, _, aimed), (round_floor, proxy, ratios) in zip(PROXY_SMALL, picked, strict=True):
-            row = _load_row(case, path, proxy, round_floor)
+            row = _load_row(case, path, proxy.result, round_floor.result)
             spread = ", ".join(f"{r:.2f}x" for r in ratios)
-            row = replace(row, note=f"rounds: {spread}" + (f"; {row.note}" if row.note else ""))
+            note = f"rounds: {spread}{_cpu_note(proxy, round_floor)}"
+            row = replace(row, note=note + (f"; {row.note}" if row.note else ""))
             if aimed:
-                met = round_floor.rps > 0 and proxy.rps >= 0.8 * round_floor.rps
+                rps, floor_rps = proxy.result.rps, round_floor.result.rps
+                met = floor_rps > 0 and rps >= 0.8 * floor_rps
                 row = replace(row, figure=row.vs_floor + " floor", target=target, met=met)
             rows.append(row)
     if bench.litellm is None:
         rows.append(skipped(case, "litellm proxy", bench.litellm_reason))
     else:
-        rows.append(_load_row(case, "litellm proxy", bench.load(bench.litellm + CHAT, body), floor))
+        litellm = bench.load(bench.litellm + CHAT, body)
+        rows.append(_load_row(case, "litellm proxy", litellm, floor.result))
     return rows
 
 
-def _small_rows(case: str, bench: Bench, direct: LoadResult, floor: LoadResult) -> list[Row]:
-    return [
-        _load_row(case, f"direct upstream ({bench.upstreams.kind})", direct, floor),
-        _load_row(case, "floor (starlette+aiohttp)", floor, floor),
-    ]
+def _small_rows(case: str, bench: Bench, direct: LoadResult, floor: Measured) -> list[Row]:
+    row = _load_row(case, "floor (starlette+aiohttp)", floor.result, floor.result)
+    if not math.isnan(floor.cpu_us):
+        row = replace(row, note=f"{floor.cpu_us:,.0f} us CPU/request")
+    return [_load_row(case, f"direct upstream ({bench.upstreams.kind})", direct, floor.result), row]

@@ -30,9 +30,9 @@ from dataclasses import replace
 import orjson
 
 from bench import conversations, servers
-from bench.cases import CHAT, SMALL_MODEL, Bench
+from bench.cases import CHAT, SMALL_MODEL, Bench, load_with_cpu
 from bench.loadgen import LoadResult
-from bench.procs import Placement, StartError, tree_cpu_s
+from bench.procs import Placement, StartError
 from bench.report import Row, skipped
 
 MAX_PACED_RATE = 1000.0
@@ -79,8 +79,9 @@ def audit(bench: Bench) -> list[Row]:
     off_pid, on_pid = (second_pid, main_pid) if other == "none" else (main_pid, second_pid)
     body = orjson.dumps(conversations.small_request(SMALL_MODEL))
     # CPU per request too: steadier than req/s on a machine whose speed wanders.
-    off, off_us = _load_with_cpu(bench, off_pid, unaudited + CHAT, body)
-    on, on_us = _load_with_cpu(bench, on_pid, audited + CHAT, body)
+    off_run = load_with_cpu(bench, off_pid, unaudited + CHAT, body)
+    on_run = load_with_cpu(bench, on_pid, audited + CHAT, body)
+    (off, off_us), (on, on_us) = (off_run.result, off_run.cpu_us), (on_run.result, on_run.cpu_us)
     rate = round(min(MAX_PACED_RATE, PACED_SHARE * off.rps))
     # Alternating rounds, the median one reported: one run's p50 at a fixed rate moves by
     # a tenth of a millisecond with whatever else the machine does.
@@ -132,17 +133,6 @@ def audit(bench: Bench) -> list[Row]:
     ]
 
 
-def _load_with_cpu(
-    bench: Bench, pid: int, url: str, body: bytes, *, client: Placement | None = None
-) -> tuple[LoadResult, float]:
-    """Flat-out load on `url`, and the CPU time per request of the server `pid` (its
-    threads and any processes it started), in microseconds (nan without requests)."""
-    before = tree_cpu_s(pid)
-    result = bench.load(url, body, client=client)
-    cpu = tree_cpu_s(pid) - before
-    return result, (cpu * 1e6 / result.requests if result.requests else float("nan"))
-
-
 def _change(off: LoadResult, on: LoadResult) -> float:
     """The audited p50 relative to the unaudited one (+0.1: 10% slower)."""
     return on.p50_ms / off.p50_ms - 1 if off.p50_ms else float("nan")
@@ -177,10 +167,11 @@ def scale(bench: Bench) -> list[Row]:
         # One worker unpinned too, so both counts run under the same rules.
         with _unpinned(pid if pinned else None):
             generator = _children_cpu_s()
-            result, server_us = _load_with_cpu(bench, pid, url + CHAT, body, client=anywhere)
+            measured = load_with_cpu(bench, pid, url + CHAT, body, client=anywhere)
             generator = _children_cpu_s() - generator
-        per = 1e6 / result.requests if result.requests else float("nan")
-        runs[name], load_us[name] = (result, server_us), generator * per
+        requests = measured.result.requests
+        per = 1e6 / requests if requests else float("nan")
+        runs[name], load_us[name] = (measured.result, measured.cpu_us), generator * per
     procs.stop("floor-2w")
     procs.stop("proxy-2w")
     rows = [
