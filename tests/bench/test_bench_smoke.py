@@ -217,3 +217,20 @@ def test_the_client_bench_gives_each_client_a_row_against_h1client() -> None:
     assert set(rows) == {"H1Client", "aiohttp", "httpx"}
     assert rows["H1Client"] == "1.00x"
     assert all(float(ratio.removesuffix("x")) > 0 for ratio in rows.values())
+
+
+def test_the_app_bench_gives_every_configuration_a_row_and_the_differences() -> None:
+    out = _module("bench.app_bench", "--requests", "64", "--rounds", "1")
+    rows = {
+        ln.split("|")[1].strip(): ln.split("|")[2].strip()
+        for ln in out.splitlines()[3:]
+        if ln.startswith("| ")
+    }
+    assert set(rows) == {
+        "passthrough, audit off",
+        "passthrough, audit sqlite",
+        "default, audit off",
+        "default",
+    }
+    assert all(float(us) > 0 for us in rows.values())
+    assert "the SQLite audit adds" in out.splitlines()[-1]
