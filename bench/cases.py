@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 
@@ -135,8 +136,7 @@ def _load_row(case: str, path: str, result: LoadResult, floor: LoadResult | None
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Measured:
+class Measured(NamedTuple):
     """A load run and the server's CPU time per request meanwhile (us; nan: unknown)."""
 
     result: LoadResult

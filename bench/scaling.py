@@ -79,9 +79,8 @@ def audit(bench: Bench) -> list[Row]:
     off_pid, on_pid = (second_pid, main_pid) if other == "none" else (main_pid, second_pid)
     body = orjson.dumps(conversations.small_request(SMALL_MODEL))
     # CPU per request too: steadier than req/s on a machine whose speed wanders.
-    off_run = load_with_cpu(bench, off_pid, unaudited + CHAT, body)
-    on_run = load_with_cpu(bench, on_pid, audited + CHAT, body)
-    (off, off_us), (on, on_us) = (off_run.result, off_run.cpu_us), (on_run.result, on_run.cpu_us)
+    off, off_us = load_with_cpu(bench, off_pid, unaudited + CHAT, body)
+    on, on_us = load_with_cpu(bench, on_pid, audited + CHAT, body)
     rate = round(min(MAX_PACED_RATE, PACED_SHARE * off.rps))
     # Alternating rounds, the median one reported: one run's p50 at a fixed rate moves by
     # a tenth of a millisecond with whatever else the machine does.
@@ -167,11 +166,10 @@ def scale(bench: Bench) -> list[Row]:
         # One worker unpinned too, so both counts run under the same rules.
         with _unpinned(pid if pinned else None):
             generator = _children_cpu_s()
-            measured = load_with_cpu(bench, pid, url + CHAT, body, client=anywhere)
+            result, server_us = load_with_cpu(bench, pid, url + CHAT, body, client=anywhere)
             generator = _children_cpu_s() - generator
-        requests = measured.result.requests
-        per = 1e6 / requests if requests else float("nan")
-        runs[name], load_us[name] = (measured.result, measured.cpu_us), generator * per
+        per = 1e6 / result.requests if result.requests else float("nan")
+        runs[name], load_us[name] = (result, server_us), generator * per
     procs.stop("floor-2w")
     procs.stop("proxy-2w")
     rows = [
