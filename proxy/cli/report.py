@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from proxy.cli.audit import UsageError, conversation_of, handled_as, open_store
-from proxy.observability.audit.entry import SUMMARIZER
+from proxy.observability.audit.metadata import SUMMARIZER
 from proxy.observability.audit.readers.query import time_window
 from proxy.observability.audit.readers.registry import READERS
 

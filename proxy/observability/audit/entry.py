@@ -5,8 +5,8 @@ with its references to what the proxy already had: the parsed message lists, the
 accumulator or body, the client's Authorization value. All the work (assembling the
 response, redacting, serializing, hashing) happens in `RecordBuilder` once the exchange
 ended (`audit.building`: on which thread); the audit's names for the record's fields are
-given here, once (`_metadata`, `audit_kind`, `audit_mode`, `audit_response`). Redaction
-never fails open: if it raises, every client or upstream string is masked, or left out.
+given once, in `audit.metadata`. Redaction never fails open: if it raises, every client or
+upstream string is masked, or left out.
 """
 
 from __future__ import annotations
@@ -27,19 +27,18 @@ from proxy.observability.audit.message_cache import (
     message_digest,
     raw_digest,
 )
+from proxy.observability.audit.metadata import audit_response, metadata
 from proxy.observability.audit.redact import Redactor, mask
+from proxy.observability.audit.resent import Histories
 from proxy.observability.audit.stamps import Stamps
 from proxy.observability.audit.texts import Clean, actions_of, error_body
 from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.usage.audit_fields import KEYS as SPEND_KEYS
-from proxy.observability.usage.audit_fields import spend_fields, tools_of
+from proxy.observability.usage.audit_fields import tools_of
 from proxy.observability.usage.conversation import stored_key
 from proxy.protocols.base import Assembled
 from proxy.protocols.chat import CHAT
 
-SUMMARIZER = "summarizer"
-"""The `kind` of a summarizer's model call; a curated request's is its protocol's name."""
-Response = BodyCapture | bytes | str | None
 CLIENT_DISCONNECT = "client_disconnect"
 """The one reason a response is incomplete that is no failure: the client left."""
 FIELD_ORDER = (
@@ -106,6 +105,8 @@ class RecordBuilder:
         """The store keeps messages by hash: no bodies cached nor recorded for cache hits."""
         self._sources: dict[bytes, object] = {}
         """The record being built: each left-out body's message, to redact it again."""
+        self._histories = Histories() if cache_bytes > 0 else None
+        """The conversations' last originals, for a store by reference (`audit.resent`)."""
         self._stamps = Stamps()
         self._tool_keys = ByIdentity[bytes]()
         self._hidden: frozenset[str] = frozenset()
@@ -116,7 +117,7 @@ class RecordBuilder:
     def build(self, entry: ExchangeRecord) -> AuditRecord:
         self._hidden = (entry.protocol or CHAT).internal_keys
         self._sources = {}
-        fields = _metadata(entry, self._stamps)
+        fields = metadata(entry, self._stamps)
         try:
             return self._content(entry, fields, self.redactor.value, cached=True)
         except Exception as exc:  # never write raw content because redaction broke
@@ -132,10 +133,7 @@ class RecordBuilder:
         self, entry: ExchangeRecord, fields: dict[str, Any], clean: Clean, *, cached: bool
     ) -> AuditRecord:
         sent = entry.original or ()
-        keys = entry.keys if len(entry.keys) == len(sent) else (None,) * len(sent)
-        original = tuple(
-            self._message(m, clean, cached, key) for m, key in zip(sent, keys, strict=True)
-        )
+        original = self._originals(sent, entry.keys, clean, cached)
         curated = None
         if entry.curated is not None and entry.curated is not entry.original:
             curated = self._curated(sent, entry.curated, original, clean, cached)
@@ -157,8 +155,25 @@ class RecordBuilder:
             roles = [m.get("role") if isinstance(m, dict) else None for m in sent]
             merged["conversation"] = stored_key([m.digest for m in original], roles)
         fields = {k: merged[k] for k in FIELD_ORDER}
-        remake = partial(self._remake, self._sources) if self._sources else None
+        remake = partial(self._remake, self._sources, self._hidden) if self._sources else None
         return AuditRecord(entry.started_at, fields, original, curated, tools, remake)
+
+    def _originals(
+        self, sent: Sequence[Message], keys: Sequence[bytes | None], clean: Clean, cached: bool
+    ) -> tuple[StoredMessage, ...]:
+        """The original messages, redacted; for a store by reference, those the
+        conversation's last turn sent too from its history (`audit.resent`)."""
+        keys = keys if len(keys) == len(sent) else (None,) * len(sent)
+        histories = self._histories if cached and self._by_reference else None
+        if histories is None:
+            return tuple(
+                self._message(m, clean, cached, k) for m, k in zip(sent, keys, strict=True)
+            )
+        hidden = self._hidden
+        known = tuple(k or raw_digest(_visible(m, hidden)) for m, k in zip(sent, keys, strict=True))
+        return histories.originals(
+            sent, known, lambda m, k: self._message(m, clean, True, k), self._sources
+        )
 
     def _curated(
         self,
@@ -202,8 +217,7 @@ class RecordBuilder:
     ) -> StoredMessage:
         """`msg` redacted; from the cache when `cached` (its body left out for a store by
         reference, unless the caller needs it `whole`)."""
-        if self._hidden and isinstance(msg, dict) and not self._hidden.isdisjoint(msg):
-            msg = {k: v for k, v in msg.items() if k not in self._hidden}
+        msg = _visible(msg, self._hidden)
         if cached and key is None:
             key = raw_digest(msg)
         hit = self._cache.get(key) if key is not None and cached else None
@@ -218,10 +232,10 @@ class RecordBuilder:
             self._cache.put(key, stored.without_body() if slim else stored)
         return stored
 
-    def _remake(self, sources: dict[bytes, object], digest: bytes) -> bytes:
+    def _remake(self, sources: dict[bytes, object], hidden: frozenset[str], digest: bytes) -> bytes:
         """A left-out body (`AuditRecord.remake`). Only the cached path leaves one out, and
         its redaction (`Redactor.value`) is a function of the text: the same bytes again."""
-        data = _encode(sources[digest], self.redactor.value)
+        data = _encode(_visible(sources[digest], hidden), self.redactor.value)
         if message_digest(data) != digest:
             raise ValueError("a message redacted again gave other bytes than its hash")
         return data
@@ -244,57 +258,14 @@ class RecordBuilder:
         return {**parsed._asdict(), "truncated": truncated or entry.incomplete is not None}, None
 
 
+def _visible(msg: object, hidden: frozenset[str]) -> object:
+    """`msg` without its protocol's own keys (`WireProtocol.internal_keys`)."""
+    if hidden and isinstance(msg, dict) and not hidden.isdisjoint(msg):
+        return {k: v for k, v in msg.items() if k not in hidden}
+    return msg
+
+
 def _encode(msg: object, clean: Clean) -> bytes:
     # orjson's result keeps a 4 KiB allocation whatever its length; the cache holds an
     # exact-size copy, so its byte budget is what it really uses.
     return bytes(memoryview(orjson.dumps(clean(msg), option=orjson.OPT_SORT_KEYS)))
-
-
-def _metadata(entry: ExchangeRecord, stamps: Stamps) -> dict[str, Any]:
-    """The fields the proxy assigned itself: never client text, so never redacted."""
-    ttfb = entry.ttfb_s
-    return {
-        "id": entry.id,
-        "time": stamps.time(entry.started_at),
-        "kind": audit_kind(entry),
-        "parent_id": entry.parent_id,
-        "route": entry.route,
-        "policy": entry.policy,
-        "mode": audit_mode(entry),
-        "client": stamps.client(entry.authorization),
-        "tokens_before": entry.tokens_before,
-        "tokens_after": entry.tokens_after,
-        "status": entry.status,
-        "incomplete": entry.incomplete,
-        "latency_ms": entry.latency_s * 1000,
-        "ttfb_ms": ttfb * 1000 if ttfb is not None else None,
-        "redaction": "ok",
-        **spend_fields(entry.spend, entry.facts),
-    }
-
-
-def audit_kind(entry: ExchangeRecord) -> str:
-    """The record's `kind`: its protocol's name, or `summarizer` for a summarizer's call."""
-    if entry.subcall == "summary":
-        return SUMMARIZER
-    return entry.protocol.name if entry.protocol is not None else ""
-
-
-def audit_mode(entry: ExchangeRecord) -> str:
-    """How the proxy handled the request, as the audit log says it: `curated`, `skipped`,
-    `shadow`, or for a call made on a request's behalf `summary` or `rescued`."""
-    if entry.subcall is not None:
-        return entry.subcall
-    if entry.mode == "shadow":
-        return "shadow"
-    return "skipped" if entry.skip_reason is not None else "curated"
-
-
-def audit_response(entry: ExchangeRecord) -> Response:
-    """What the client got: the relayed body, or the proxy's own error code."""
-    body = entry.response
-    if body is not None and (not isinstance(body, BodyCapture) or body.size):
-        return body
-    if entry.error is not None and entry.status is not None and entry.status >= 400:
-        return entry.error  # the proxy's own error (e.g. upstream_timeout): its code
-    return None

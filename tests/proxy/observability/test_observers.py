@@ -31,7 +31,8 @@ from proxy.config.loader import (
     UpstreamConfig,
 )
 from proxy.errors import upstream_timeout
-from proxy.observability.audit.entry import RecordBuilder, audit_kind, audit_mode, audit_response
+from proxy.observability.audit.entry import RecordBuilder
+from proxy.observability.audit.metadata import audit_kind, audit_mode, audit_response
 from proxy.observability.audit.observer import summary_call
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.redact import Redactor
