@@ -117,8 +117,8 @@ class Processes:
 
     def stop(self, *names: str) -> None:
         """Stop these processes together: SIGTERM to every group, then SIGKILL to those still
-        running `STOP_GRACE_S` later (one after the other, a run's five servers that each
-        took their grace made a SIGTERM'd bench outlast a 30 s bound)."""
+        running `STOP_GRACE_S` later (one after the other, each up to twice that, a run's
+        servers could outlast the 30 s a SIGTERM'd bench is given to exit)."""
         procs = [proc for name in names if (proc := self._procs.pop(name, None)) is not None]
         running = procs
         for sig in (signal.SIGTERM, signal.SIGKILL):
