@@ -19,6 +19,7 @@ from policies.summarizer import Summarizer
 from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
 from policies.tool_use_clearing import ToolUseClearing
+from policies.turn_masking import TurnMasking
 from policies.turns import TurnWindow
 
 _CLASSES: tuple[type[Curator], ...] = (
@@ -31,6 +32,7 @@ _CLASSES: tuple[type[Curator], ...] = (
     HistoryRetention,
     ToolUseClearing,
     Dedupe,
+    TurnMasking,
     Summarizer,
 )
 

@@ -25,6 +25,7 @@ from policies.summary_io import Completion, Services, SummaryRequest
 from policies.system import SystemPreservation
 from policies.tool_results import ToolResultTruncation
 from policies.tool_use_clearing import ToolUseClearing
+from policies.turn_masking import TurnMasking
 from policies.turns import TurnWindow
 
 EXAMPLES: Mapping[str, tuple[Curator, ...]] = {
@@ -66,6 +67,10 @@ EXAMPLES: Mapping[str, tuple[Curator, ...]] = {
         ),
     ),
     "dedupe": (Dedupe(min_tokens=1), Dedupe()),
+    "turn_masking": (
+        TurnMasking(keep_turns=1, trigger_tokens=0, step_tokens=1, keep_chars=20, min_chars=40),
+        TurnMasking(keep_turns=2, trigger_tokens=500, step_tokens=300, keep_lines=0, keep_names=0),
+    ),
     "summarizer": (
         Summarizer(upstream="u", model="m", trigger_ratio=0.5, max_summary_tokens=30),
         Summarizer(
