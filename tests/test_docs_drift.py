@@ -11,14 +11,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
+from starlette.testclient import TestClient
 
+from proxy.config.audit import AuditConfig
+from proxy.config.loader import default_config
+from proxy.observability.metrics.labels import KNOWN_SKIPS
+from proxy.serving.app import create_app
 from tests.config_schema import Schema, accepted_keys
+from tests.deploy import metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -166,3 +174,66 @@ def test_every_accepted_key_is_in_the_readme_reference(schema: Schema) -> None:
 
 def test_every_key_in_the_readme_reference_is_accepted(schema: Schema) -> None:
     assert not _unknown(reference_keys(README), schema)
+
+
+# README.md's metrics: the table in "## Metrics", and every `curator_*` name anywhere
+
+SAMPLE_SUFFIXES = ("_bucket", "_sum", "_count", "_created")
+
+
+@pytest.fixture(scope="module")
+def exported() -> set[str]:
+    """The families a freshly built app's GET /metrics exports."""
+    config = dataclasses.replace(default_config({}), audit=AuditConfig(sink="none"))
+    transport = httpx.MockTransport(lambda _request: httpx.Response(404))
+    with TestClient(create_app(config, transport, watch_interval_s=None)) as client:
+        text = client.get("/metrics").text
+    types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, flags=re.MULTILINE))
+    # prometheus-client adds a `<name>_created` gauge beside each counter and histogram.
+    bases = {n.removesuffix("_total") for n, t in types.items() if t in ("counter", "histogram")}
+    return set(types) - {f"{base}_created" for base in bases}
+
+
+def metrics_table(readme: str) -> set[str]:
+    section = readme.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `(curator_\w+)` \|", section, flags=re.MULTILINE))
+
+
+def named_metrics(readme: str) -> set[str]:
+    """Every `curator_*` name, less the skip reason `curator_error` and its like."""
+    names = set(re.findall(r"\bcurator_[a-z_]*[a-z]\b", readme))
+    return names - KNOWN_SKIPS
+
+
+def test_the_metrics_table_is_read_from_the_readme() -> None:
+    assert metrics_table("\n## Metrics\n| `curator_a_total` | counter |\n## Next\n") == {
+        "curator_a_total"
+    }
+
+
+def test_every_exported_family_is_in_the_readme_table(exported: set[str]) -> None:
+    assert {"curator_requests_total", "curator_curation_seconds"} <= exported
+    missing = sorted(exported - metrics_table(README))
+    assert not missing, f"README's metrics table lacks {missing}"
+
+
+def test_every_metric_the_readme_names_is_exported(exported: set[str]) -> None:
+    def family(name: str) -> str:
+        base = next((name.removesuffix(s) for s in SAMPLE_SUFFIXES if name.endswith(s)), name)
+        return base if base in exported else name
+
+    unknown = sorted(name for name in named_metrics(README) if family(name) not in exported)
+    assert not unknown, f"README names metrics /metrics does not export: {unknown}"
+
+
+def test_the_labels_the_readme_gives_a_metric_are_its_own() -> None:
+    """`curator_x_total{label="..."}`: each label is one deploy/metrics.txt lists for it
+    (tests/deploy/test_metrics_list.py keeps that list to what the app exports)."""
+    families = metric_families()
+    wrong = [
+        f"{name}{{{label}}}"
+        for name, labels in re.findall(r"\b(curator_\w+)\{([^}]*)\}", README)
+        for label in re.findall(r"(\w+)=", labels)
+        if label not in families[name].labels
+    ]
+    assert not wrong, f"README gives metrics labels they do not have: {wrong}"
