@@ -21,8 +21,9 @@ import pytest
 import yaml
 from starlette.testclient import TestClient
 
+from proxy.cli.main import main
 from proxy.config.audit import AuditConfig
-from proxy.config.loader import default_config
+from proxy.config.loader import SECTIONS, default_config
 from proxy.observability.metrics.labels import KNOWN_SKIPS
 from proxy.serving.app import create_app
 from tests.config_schema import Schema, accepted_keys
@@ -237,3 +238,76 @@ def test_the_labels_the_readme_gives_a_metric_are_its_own() -> None:
         if label not in families[name].labels
     ]
     assert not wrong, f"README gives metrics labels they do not have: {wrong}"
+
+
+# README.md's YAML: every block parses; configs, policies and curator lists pass `curator check`
+
+BASE: dict[str, Any] = {
+    "upstreams": {"openai": {"base_url": "https://api.openai.com/v1"}},
+    "policies": {"default": "preset:default"},
+    "routes": [{"name": "default", "upstream": "openai", "policy": "default"}],
+}
+"""What a block that is not a whole config is checked in: its sections replace these, a
+policy is the route's policy, a list is that policy's curators."""
+
+
+def yaml_blocks(readme: str) -> list[tuple[int, str]]:
+    """(line, text) of each ```yaml block."""
+    return [
+        (readme.count("\n", 0, m.start()) + 1, m.group(1))
+        for m in re.finditer(r"^```yaml\n(.*?)^```", readme, flags=re.DOTALL | re.MULTILINE)
+    ]
+
+
+def inline_configs(readme: str) -> list[str]:
+    """Inline code that is a one-line config section, e.g. `audit: {sink: none}`."""
+    sections = "|".join(SECTIONS)
+    return re.findall(rf"`((?:{sections}): \{{[^`]*\}})`", readme)
+
+
+def as_config(data: Any) -> tuple[dict[str, Any], bool]:
+    """The config a block is checked as, and whether the block is a whole one."""
+    if isinstance(data, list):
+        return {**BASE, "policies": {"default": {"curators": data}}}, False
+    if isinstance(data, dict) and set(data) <= set(SECTIONS):
+        return ({**data}, True) if "routes" in data else ({**BASE, **data}, False)
+    return {**BASE, "policies": {"default": data}}, False
+
+
+def _environment(text: str) -> dict[str, str]:
+    """A value for each ${VAR} a block needs (one without a default)."""
+    names = re.findall(r"\$\{(\w+)\}", text)
+    dsn = "postgresql://curator@127.0.0.1:5432/audit"
+    return {name: dsn if name.endswith("_DSN") else f"value-of-{name.lower()}" for name in names}
+
+
+def test_readme_yaml_is_found() -> None:
+    assert len(yaml_blocks(README)) >= 10
+    assert 'audit: {dsn: "${CURATOR_AUDIT_DSN}"}' in inline_configs(README)
+
+
+@pytest.mark.parametrize(
+    ("line", "text"), [pytest.param(*block, id=f"line{block[0]}") for block in yaml_blocks(README)]
+)
+def test_every_readme_yaml_block_passes_check(
+    line: int,
+    text: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    data = yaml.safe_load(text)
+    config, whole = as_config(data)
+    path = tmp_path / "config.yaml"
+    path.write_text(text if whole else yaml.safe_dump(config))
+    for name, value in _environment(text).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", "--config", str(path)]) == 0, (
+        f"README.md:{line}: {capsys.readouterr().err}"
+    )
+
+
+@pytest.mark.parametrize("text", inline_configs(README))
+def test_every_inline_config_parses(text: str) -> None:
+    assert isinstance(yaml.safe_load(text), dict)
