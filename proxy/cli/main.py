@@ -204,7 +204,8 @@ def _check(args: argparse.Namespace) -> int:
 def startup_problem(config: Config, host: str | None) -> str | None:
     """Why `serve` would refuse to start with `config` on `host` (default: server.host).
 
-    `check` runs exactly this too, so a config it passes is one `serve` starts with."""
+    `check` runs exactly this too, so `serve` refuses no config `check` passes; starting can
+    still fail on what only binding finds (the port in use)."""
     from proxy.serving.guard import bind_refusal
 
     return _tokenizer_problem() or bind_refusal(config, host or config.server.host)
