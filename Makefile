@@ -2,19 +2,29 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# What serving needs (the Docker image installs the same); the tests add the `test` extra.
+SERVE_EXTRAS := fast,postgres
 # No TIKTOKEN_CACHE_DIR needed offline: the tests rebuild tiktoken's BPE files from rs_bpe.
 
 .PHONY: setup run test lint bench clean
 
-$(BIN)/curator: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[fast,test,postgres]'
+
+# `make run`: the proxy and its serving extras only.
+$(VENV)/.installed-serve: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[$(SERVE_EXTRAS)]'
 	@touch $@
 
-setup: $(BIN)/curator
+# `make setup`, `lint`, `test`, `bench`: plus the test extra (pytest, ruff, mypy, build, ...).
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[$(SERVE_EXTRAS),test]'
+	@touch $@ $(VENV)/.installed-serve
 
-run: setup
+setup: $(VENV)/.installed-test
+
+run: $(VENV)/.installed-serve
 	$(BIN)/curator serve $(ARGS)
 
 lint: setup

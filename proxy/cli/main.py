@@ -12,6 +12,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from proxy.config.render import format_config
 from proxy.observability.audit.readers.registry import READERS as SINK_NAMES
 
 DEFAULT_CONFIG = "config.yaml"
+DISTRIBUTION = "context-curator"
 log = logging.getLogger("curator.cli")
 
 
@@ -46,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="curator",
         description="An OpenAI-compatible proxy that curates chat context before forwarding.",
     )
+    parser.add_argument("--version", action="version", version=f"curator {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the proxy")
     _add_config_arg(serve)
@@ -68,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands.choices["audit"].set_defaults(handler=_audit)
     add_report_parser(commands)
     return parser
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject's `version`, from its metadata)."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -193,7 +204,8 @@ def _check(args: argparse.Namespace) -> int:
 def startup_problem(config: Config, host: str | None) -> str | None:
     """Why `serve` would refuse to start with `config` on `host` (default: server.host).
 
-    `check` runs exactly this too, so a config it passes is one `serve` starts with."""
+    `check` runs exactly this too, so `serve` refuses no config `check` passes; starting can
+    still fail on what only binding finds (the port in use)."""
     from proxy.serving.guard import bind_refusal
 
     return _tokenizer_problem() or bind_refusal(config, host or config.server.host)

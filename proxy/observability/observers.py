@@ -115,16 +115,39 @@ async def open_observability(
         yield Observability(metrics, audit, tuple(observers), turns)
 
 
-def admin_viewer(config: Config, *, prefix: str = "") -> Viewer | None:
-    """The audit viewer over this config's audit store, when `viewer.enabled` and the audit
-    log goes to a store it can read back."""
+def viewer_on(config: Config) -> bool:
+    """Whether there is a viewer to serve: `viewer.enabled`, and the audit log goes to a
+    store it can read back."""
     audit = config.audit
-    if not (config.viewer.enabled and audit.enabled) or audit.path == STDOUT:
+    return config.viewer.enabled and audit.enabled and audit.path != STDOUT
+
+
+def admin_viewer(config: Config, *, prefix: str = "") -> Viewer | None:
+    """The audit viewer over this config's audit store, when `viewer_on`."""
+    if not viewer_on(config):
         return None
+    audit = config.audit
     return Viewer(
         opener(audit.path, audit.sink, audit.options),
         AdminKeys(config.auth.admin_keys),
         prefix=prefix,
+    )
+
+
+def viewer_notice(config: Config, host: str, port: int) -> str | None:
+    """What the startup log says of the viewer on the client port, or that it is served
+    nowhere; None when it is off, or when the admin listener (`metrics.port`) serves it,
+    which logs its own URL once it is bound."""
+    if not viewer_on(config):
+        return None
+    if config.viewer.public:
+        shown = f"[{host}]" if ":" in host else host
+        return f"audit viewer on http://{shown}:{port}{PUBLIC_PREFIX}/requests"
+    if config.metrics.enabled and config.metrics.port is not None:
+        return None
+    return (
+        "audit viewer not served: it is on the admin listener, which needs metrics.port "
+        "(or viewer.public: true); `curator audit serve` serves it without a proxy"
     )
 
 

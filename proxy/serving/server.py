@@ -43,6 +43,7 @@ from policies.tokens import TokenCounter
 from proxy.config.limits import Limits
 from proxy.config.loader import Config, default_config, load_config
 from proxy.observability.metrics.multiproc import MULTIPROC_ENV, prepare_multiprocess_dir
+from proxy.observability.observers import viewer_notice
 from proxy.priority import shorten_slice
 from proxy.serving.app import create_app
 from proxy.serving.conn_limits import check_fd_budget, conn_limits, raise_fd_limit
@@ -200,6 +201,8 @@ def serve(
         options["loop"],
         "httptools" if options["http"] != "h11" else "h11",
     )
+    if (notice := viewer_notice(config, host, port)) is not None:
+        log.info("%s", notice)
     with sock, multiprocess_metrics(config, workers):
         if workers == 1:
             app = build_app(listening_on(config, host))

@@ -1,16 +1,18 @@
-"""The `curator` command: `check` output and exit codes, `serve` config resolution."""
+"""The `curator` command: `--version`, `check` output and exit codes, `serve` config resolution."""
 
 from __future__ import annotations
 
 import logging
 import subprocess
 import sys
+import tomllib
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from proxy.cli import main as cli
 from proxy.cli.main import main
 from proxy.config.loader import DEFAULT_UPSTREAM, Config
 
@@ -33,6 +35,23 @@ routes:
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("OPENAI_API_KEY", "CURATOR_UPSTREAM", "CURATOR_PORT", "VLLM_URL"):
         monkeypatch.delenv(name, raising=False)
+
+
+def test_version_is_pyproject_version(capsys: pytest.CaptureFixture[str]) -> None:
+    """From the installed metadata, which `make` reinstalls whenever pyproject.toml changes."""
+    expected = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"curator {expected}\n"
+
+
+def test_version_of_a_source_tree_never_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> str:
+        raise cli.PackageNotFoundError(name)
+
+    monkeypatch.setattr(cli, "version", missing)
+    assert cli.package_version() == "unknown (not installed)"
 
 
 def test_check_prints_routes_and_chains(capsys: pytest.CaptureFixture[str]) -> None:
