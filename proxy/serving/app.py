@@ -113,6 +113,10 @@ class CuratorApp(Starlette):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan" and scope["path"].startswith("/v1/"):
             if scope["type"] == "http":
+                # The head is frozen as the request starts: a server that appends a chunked
+                # body's trailers to the headers it handed over (uvicorn's parsers do, when
+                # not guarded: `proxy.serving.trailers`) changes no header read later.
+                scope["headers"] = list(scope["headers"])
                 await self._proxied(scope, receive, send)
             else:  # a WebSocket session (proxy.serving.websocket)
                 edge = scope["state"]["edge"].current

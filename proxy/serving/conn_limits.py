@@ -12,7 +12,9 @@ from __future__ import annotations
 import http
 import logging
 import resource
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from proxy.config.limits import MAX_CONNECTIONS_CAP, Limits
 from proxy.errors import JSON_HEADERS, ProxyError
@@ -24,6 +26,16 @@ RESERVED_FDS = 128
 BODY_TIMED_OUT = "curator.body_timed_out"
 """Scope key the connection guard sets when a request's body did not arrive in time: the
 app then sees the disconnect as that 408, not as a client that left."""
+TRAILERS_TOO_LARGE = "curator.trailers_too_large"
+"""Scope key the connection guard sets (to the head limit) when a body's trailers passed
+the head limit: the app then sees the disconnect as that 431."""
+EVICTION_SCAN = 64
+"""Connections looked at to find one to evict: bounded, so a flood costs O(1) per accept
+(under a flood nearly every connection is an idle one)."""
+LINGER_S = 2.0
+"""After a 431, what the client still sends is read and dropped this long before closing:
+closing with unread data makes the kernel reset the connection, and the client would then
+likely never read the answer."""
 FDS_PER_CONNECTION = 2
 """The client's socket and, while its request is forwarded, one upstream socket."""
 
@@ -120,3 +132,11 @@ def closing_response(err: ProxyError) -> bytes:
     if err.status == 503:
         lines.append(b"retry-after: 1")
     return b"\r\n".join(lines) + b"\r\n\r\n" + body
+
+
+def cut_short(scope: Mapping[str, Any], timeout_s: float) -> ProxyError | None:
+    """Why the connection guard ended a request's body, if it did (else the client left)."""
+    if scope.get(BODY_TIMED_OUT):
+        return request_timeout(timeout_s)
+    limit = scope.get(TRAILERS_TOO_LARGE)
+    return request_header_too_large(limit) if limit is not None else None

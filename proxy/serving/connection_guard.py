@@ -10,6 +10,8 @@ is checked):
   dribblers, idle keep-alive connections too: uvicorn's `timeout_keep_alive` closes those
   even sooner);
 - a body must be complete `body_timeout_s` after its head, else 408 and close;
+- the head is frozen once it is complete: a chunked body's trailers are dropped, and past
+  `max_header_kb` get 431 (`proxy.serving.trailers`);
 - past `max_connections` open connections in this worker, a new connection first evicts
   the one that has waited longest for its first head (never served: an idle or dribbling
   client, typically an attacker's), so a new client or health probe still gets in during
@@ -23,7 +25,9 @@ so a request costs a clock read and a few attribute writes, not a timer of its o
 from __future__ import annotations
 
 import asyncio
+import itertools
 from asyncio import TimerHandle
+from operator import attrgetter
 from typing import Any
 
 import httptools
@@ -33,6 +37,8 @@ from uvicorn.server import ServerState
 
 from proxy.serving.conn_limits import (
     BODY_TIMED_OUT,
+    EVICTION_SCAN,
+    LINGER_S,
     ConnLimits,
     closing_response,
     request_header_too_large,
@@ -40,24 +46,18 @@ from proxy.serving.conn_limits import (
     too_many_connections,
 )
 from proxy.serving.guard import count_rejection
+from proxy.serving.trailers import TrailerGuard
 
 HEAD, BODY, APP, LINGER, REFUSING = range(5)
 """Waiting for a head; for the rest of a body; for the app's response; closing; holding a
 refused pipelined head until the response being sent is out."""
-EVICTION_SCAN = 64
-"""Connections looked at to find one to evict: bounded, so a flood costs O(1) per accept
-(under a flood nearly every connection is an idle one)."""
-LINGER_S = 2.0
-"""After a 431, what the client still sends is read and dropped this long before closing:
-closing with unread data makes the kernel reset the connection, and the client would then
-likely never read the answer."""
 
 
 class HeadTooLarge(Exception):
     """Raised out of the parser when a complete head turns out to be over the limit."""
 
 
-class GuardedHttpToolsProtocol(HttpToolsProtocol):
+class GuardedHttpToolsProtocol(TrailerGuard):
     """`HttpToolsProtocol` with the limits of the module docstring. uvicorn builds one per
     connection: pass it as `http=functools.partial(GuardedHttpToolsProtocol, limits=...)`.
 
@@ -110,19 +110,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _evict_idle(self) -> bool:
         """Close the connection that has waited longest for its first head, if one is found
         among the first `EVICTION_SCAN`; False when none (all of those were served)."""
-        oldest: GuardedHttpToolsProtocol | None = None
-        for seen, conn in enumerate(self.connections):
-            if seen >= EVICTION_SCAN:
-                break
-            if (
-                isinstance(conn, GuardedHttpToolsProtocol)
-                and conn._phase == HEAD
-                and not conn._served
-                and (oldest is None or conn._deadline < oldest._deadline)
-            ):
-                oldest = conn
-        if oldest is None:
+        idle = [
+            conn
+            for conn in itertools.islice(self.connections, EVICTION_SCAN)
+            if isinstance(conn, GuardedHttpToolsProtocol)
+            and conn._phase == HEAD
+            and not conn._served
+        ]
+        if not idle:
             return False
+        oldest = min(idle, key=attrgetter("_deadline"))
         count_rejection(self.app_state, "connection_evicted")
         self.connections.discard(oldest)  # its connection_lost comes later, and discards too
         oldest.transport.close()
@@ -140,10 +137,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return  # dropped: see LINGER_S
         if phase != BODY:
             self._head_bytes += len(data)
+        else:
+            cycle = self.cycle
+            buffered = len(cycle.body)
         self._uncounted = False
         self._unset_keepalive_if_required()
         try:
             self.parser.feed_data(data)
+            if phase == BODY:
+                body = len(cycle.body) - buffered
+                self._count_trailers(cycle, len(data), body, self._head_limit)
         except httptools.HttpParserUpgrade:
             if self._should_upgrade():
                 self.handle_websocket_upgrade()
@@ -174,10 +177,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.flow.pause_reading()
 
     def _refuse_head(self) -> None:
+        self.headers, self.url = [], b""  # give back what the parser collected
+        self._refuse(answer=True)
+
+    def _refuse(self, *, answer: bool) -> None:
+        """431 (`answer`: unless a response is on its way), then linger and close."""
         count_rejection(self.app_state, "request_header_too_large")
         self._phase = LINGER
-        self.headers, self.url = [], b""  # give back what the parser collected
-        self.transport.write(closing_response(request_header_too_large(self._head_limit)))
+        if answer:
+            self.transport.write(closing_response(request_header_too_large(self._head_limit)))
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self._deadline = self.loop.time() + LINGER_S
@@ -188,17 +196,21 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         return self._limits.max_head_bytes
 
     # -- parser callbacks -----------------------------------------------------------------
+    def _in_body(self) -> bool:
+        return self._phase == BODY
+
     def on_headers_complete(self) -> None:
         too_many = self._head_bytes > self._head_limit or self._uncounted
         if too_many and self._head_size() > self._head_limit:
             self._phase = LINGER
             raise HeadTooLarge
         self._phase = BODY
+        self._trailer_bytes = 0
         self._deadline = deadline = self.loop.time() + self._limits.body_timeout_s
         timer = self._timer
         if timer is None or timer.when() > deadline:  # inline: this runs on every request
             self._ensure_timer()
-        HttpToolsProtocol.on_headers_complete(self)  # faster than super() on 3.11
+        TrailerGuard.on_headers_complete(self)  # faster than super() on 3.11
 
     def _head_size(self) -> int:
         # Counted bytes include any body that came with the head; measure the head itself.

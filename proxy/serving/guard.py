@@ -40,7 +40,7 @@ from proxy.config.limits import Limits
 from proxy.config.loader import Config
 from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import JSON_HEADERS, ProxyError, request_too_large
-from proxy.serving.conn_limits import BODY_TIMED_OUT, request_timeout
+from proxy.serving.conn_limits import cut_short
 from proxy.types import ASGIApp, Message, Receive, Scope, Send
 
 OPEN_PATHS = frozenset({"/healthz"})
@@ -198,7 +198,7 @@ async def _read_body(
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return request_timeout(timeout_s) if scope.get(BODY_TIMED_OUT) else message
+            return cut_short(scope, timeout_s) or message
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > limit:

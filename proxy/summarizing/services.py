@@ -13,7 +13,6 @@ closes them at shutdown. `services_for` bundles them with a request's `complete`
 
 from __future__ import annotations
 
-import gzip
 import re
 import types
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -32,11 +31,12 @@ from proxy.config.loader import Config, UpstreamConfig
 from proxy.summarizing.redis_cache import RedisSummaryCache
 from proxy.upstream.client import UpstreamClient, UpstreamRequest
 from proxy.upstream.hygiene import request_headers
+from proxy.upstream.inflate import InflateError, inflate
 
 COMPLETIONS_SUFFIX = "/chat/completions"
 """Appended to the upstream's base URL (which ends in `/v1`) for a summary call."""
 MAX_REPLY_BYTES = 4 * 1024 * 1024
-"""A summary is a few KB; anything near this is not a summary."""
+"""A summary is a few KB; anything near this is not a summary (as read, and inflated)."""
 ERROR_SNIPPET_CHARS = 200
 
 
@@ -76,8 +76,11 @@ def build_complete(
             read_timeout_s=request.timeout_s,
         )
         status, encoding, raw = await _exchange(client, outgoing)
-        if encoding == b"gzip":
-            raw = gzip.decompress(raw)
+        if encoding in (b"gzip", b"deflate"):
+            try:  # never asked for, but a hostile upstream may send a gzip bomb
+                raw = await inflate(raw, MAX_REPLY_BYTES)
+            except InflateError as exc:
+                raise SummaryCallError(f"upstream {request.upstream!r}: {exc}") from None
         return parse_reply(request.upstream, status, raw)
 
     return complete

@@ -21,6 +21,7 @@ from proxy.config.loader import (
 )
 from proxy.observability.exchange import ExchangeRecord, Observer
 from proxy.serving.app import create_app
+from proxy.types import Message, Receive, Scope, Send
 
 BASE = "https://upstream.internal:8443/v1"
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -297,3 +298,33 @@ def test_error_bodies_are_valid_json_with_length() -> None:
         response = client.get("/v1/models")
     assert int(response.headers["content-length"]) == len(response.content)
     assert orjson.loads(response.content)["error"]["type"] == "upstream_error"
+
+
+def test_headers_a_server_adds_after_the_head_are_never_read(upstream: Upstream) -> None:
+    routes = (
+        Route("other", "other", "off", RouteMatch(headers=(("x-route", "other"),))),
+        Route("default", "main", "off"),
+    )
+    app = create_app(make_config(routes=routes), transport=upstream.transport)
+
+    async def appending_trailers(scope: Scope, receive: Receive, send: Send) -> None:
+        """As uvicorn's parsers do: trailers go into the list the scope was handed."""
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        headers = scope["headers"]
+
+        async def body_then_trailers() -> Message:
+            message = await receive()
+            headers.extend([(b"x-route", b"other"), (b"authorization", b"Bearer late")])
+            return message
+
+        await app(scope, body_then_trailers, send)
+
+    with TestClient(appending_trailers) as client:
+        response = client.post("/v1/embeddings", content=b'{"model": "m"}')
+    assert response.status_code == 200
+    sent = upstream.requests[0]
+    assert sent.url.host == "upstream.internal"
+    assert "x-route" not in sent.headers
+    assert "authorization" not in sent.headers
