@@ -35,7 +35,7 @@ before the prompt would fall below that share of the budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import ClassVar
@@ -98,35 +98,54 @@ class TurnMasking:
         trigger = self.trigger(ctx)
         if total <= trigger:
             return CuratorOutput(list(messages))
-        steps = self._maskable(messages, ctx)
+        masker = Masker(self.keep_chars, self.min_chars, self.keep_names)
+        steps = self._maskable(messages, masker, ctx)
         floor = fill.floor(messages, ctx, self.min_fill)
-        chosen: list[_Step] = []
-        chunk: list[_Step] = []
-        saved = 0
-        for step in steps:
-            chunk.append(step)
-            saved += step.saved
-            if saved >= self.step_tokens:
-                if not floor.allows(saved):
+        chosen: dict[int, _Step] = {}
+        for chunk in self._chunks(steps):
+            if not floor.allows(_saved(chunk)):
+                break
+            chosen.update((id(s.unit), s) for s in chunk)
+        left = total - _saved(chosen.values())
+        if left > ctx.budget:  # still over: mask the oldest steps deeper rather than drop them
+            deep = Masker(self.keep_chars, 0, self.keep_names)
+            for chunk in self._chunks(self._maskable(messages, deep, ctx)):
+                if left <= ctx.budget:
                     break
-                chosen.extend(chunk)
-                chunk, saved = [], 0
-        chosen = [s for s in chosen if s.replaced]
-        if not chosen:
+                for step in chunk:
+                    left -= step.saved - (
+                        chosen[id(step.unit)].saved if id(step.unit) in chosen else 0
+                    )
+                    chosen[id(step.unit)] = step
+        done = [s for s in chosen.values() if s.replaced]
+        if not done:
             return CuratorOutput(list(messages))
         out = list(messages)
-        for step in chosen:
+        for step in done:
             for i, msg in step.replaced.items():
                 out[i] = msg
-        indexes = tuple(sorted(i for s in chosen for i in s.replaced))
-        removed = sum(s.saved for s in chosen)
+        indexes = tuple(sorted(i for s in done for i in s.replaced))
         reason = (
-            f"masked {len(chosen)} agent step(s) older than the newest {self.keep_turns}: the "
+            f"masked {len(done)} agent step(s) older than the newest {self.keep_turns}: the "
             f"conversation has {total:,} tokens, over the trigger of {trigger:,}"
         )
-        return CuratorOutput(out, (Action(self.name, "replace", indexes, removed, reason),))
+        return CuratorOutput(out, (Action(self.name, "replace", indexes, total - left, reason),))
 
-    def _maskable(self, messages: Sequence[Message], ctx: CurationContext) -> list[_Step]:
+    def _chunks(self, steps: Sequence[_Step]) -> list[list[_Step]]:
+        """The whole chunks of `steps`, from the start: each ends at the first step where its
+        savings reach `step_tokens` (a later step never moves an earlier chunk's end)."""
+        chunks: list[list[_Step]] = []
+        chunk: list[_Step] = []
+        for step in steps:
+            chunk.append(step)
+            if _saved(chunk) >= self.step_tokens:
+                chunks.append(chunk)
+                chunk = []
+        return chunks
+
+    def _maskable(
+        self, messages: Sequence[Message], masker: Masker, ctx: CurationContext
+    ) -> list[_Step]:
         """Agent steps older than the newest `keep_turns`, oldest first, with their savings."""
         found = units(messages)
         agent = [k for k, u in enumerate(found) if role(messages[u.start]) == "assistant"]
@@ -136,7 +155,6 @@ class TurnMasking:
         last = len(found) - 1
         heads = [messages[found[k].start] for k in agent]
         keys = ctx.keys(heads)
-        masker = Masker(self.keep_chars, self.min_chars, self.keep_names)
         steps: list[_Step] = []
         for n, k in enumerate(agent[: -self.keep_turns]):
             unit = found[k]
@@ -168,7 +186,7 @@ class TurnMasking:
         ctx: CurationContext,
     ) -> _Step:
         step = _Step(unit)
-        params = f"|tm|{self.keep_chars}|{self.min_chars}|{self.keep_names}|{self.keep_lines}"
+        params = f"|tm|{masker.keep_chars}|{masker.min_chars}|{masker.keep_names}|{self.keep_lines}"
         for i in unit.indexes():
             msg = messages[i]
             if role(msg) == "assistant":
@@ -221,6 +239,10 @@ class _Refs:
         if self._found is None:
             self._found = self._compute()
         return self._found
+
+
+def _saved(steps: Iterable[_Step]) -> int:
+    return sum(s.saved for s in steps)
 
 
 def _names_of(head: Message) -> str:
