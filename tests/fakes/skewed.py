@@ -41,6 +41,8 @@ class SkewedUpstream:
     """The status of every chat request, in order."""
     counted: list[int] = field(default_factory=list)
     """Its prompt count for every chat request, in order."""
+    received: list[dict[str, Any]] = field(default_factory=list)
+    """Every chat request's body, in order."""
 
     def __post_init__(self) -> None:
         self._enc = tiktoken.get_encoding(self.encoding)
@@ -77,6 +79,7 @@ class SkewedUpstream:
 
     async def _chat(self, request: Request) -> Response:
         body = orjson.loads(await request.body())
+        self.received.append(body)
         problem = rules.check_ordering(body["messages"])
         if problem is not None:
             self.statuses.append(400)
