@@ -15,7 +15,8 @@ vLLM's current wordings in `_PROMPT`). The upstream's prompt count over ours is 
 the retry's budget divides by (plus `TIGHTEN_MARGIN`); the stated window replaces ours. A
 message without numbers, or whose count is only a lower bound ("your prompt contains at
 least 7681 input tokens": vLLM stopped counting at the window), tightens by
-`FALLBACK_TIGHTEN`. An exact count also teaches the calibration.
+`FALLBACK_TIGHTEN`. An exact count also teaches the calibration, and a stated window is
+kept for the model (`UpstreamFacts.overflowed`), so its later requests fit from the start.
 """
 
 from __future__ import annotations
@@ -221,6 +222,8 @@ async def retry_request(
     upstream = pending.route.upstream
     if facts is not None and overflow.prompt is not None and not overflow.at_least:
         facts.learn(upstream, model, ours, overflow.prompt, counter.models)
+    if facts is not None and overflow.window is not None:
+        facts.overflowed(upstream, model, overflow.window)  # later requests start there
     first = FirstAttempt(record.curated, record.actions, record.tokens_after, error)
     again = await replan(pending, counter, tightened(pending.hints, overflow, ours), services)
     if facts is not None:

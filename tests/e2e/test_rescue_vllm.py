@@ -78,3 +78,44 @@ def test_vllms_overflow_messages_are_read_like_openais(
         max_tokens=max_tokens,
     )
     assert vllm.statuses == [400, 200, 200]
+
+
+@pytest.fixture
+def unlisted() -> Iterator[SkewedUpstream]:
+    # A model no table knows, whose window its model list does not state: the proxy
+    # assumes 128k until an overflow says otherwise.
+    fake = SkewedUpstream(MODEL, WINDOW, factor=1.05, per_message=3, wording="vllm", listed=False)
+    with ServerThread(fake.app) as server:
+        fake.origin = server.origin
+        yield fake
+
+
+@pytest.fixture
+def assumed_window(unlisted: SkewedUpstream) -> Iterator[str]:
+    with serve(unlisted, ModelTable()) as server:
+        yield server.origin
+
+
+def test_a_window_an_overflow_stated_is_kept_for_the_model(
+    assumed_window: str, unlisted: SkewedUpstream
+) -> None:
+    client = OpenAI(base_url=assumed_window + "/v1", api_key="sk-e2e", max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model=MODEL,
+        messages=long_history(40),  # type: ignore[arg-type]
+        tools=TOOLS,  # type: ignore[arg-type]
+        max_tokens=512,
+    )
+    assert (raw.headers["x-curator-rescued"], raw.headers["x-curator-window"]) == ("1", "assumed")
+    assert unlisted.statuses == [400, 200]
+    for turns in (45, 50):  # curated to the stated window from the start
+        raw = client.chat.completions.with_raw_response.create(
+            model=MODEL,
+            messages=long_history(turns),  # type: ignore[arg-type]
+            tools=TOOLS,  # type: ignore[arg-type]
+            max_tokens=512,
+        )
+        assert "x-curator-rescued" not in raw.headers
+        assert "x-curator-window" not in raw.headers
+    assert unlisted.statuses == [400, 200, 200, 200]
+    assert max(unlisted.counted[1:]) > 0.8 * (WINDOW - 512)  # the stated window was the limit
