@@ -17,11 +17,22 @@ message without numbers, or whose count is only a lower bound ("your prompt cont
 least 7681 input tokens": vLLM stopped counting at the window), tightens by
 `FALLBACK_TIGHTEN`. An exact count also teaches the calibration, and a stated window is
 kept for the model (`UpstreamFacts.overflowed`), so its later requests fit from the start.
+
+An error without a window ("Your input exceeds the context window of this model", the
+Responses API's), on a model whose window was only assumed (128k: in no table, config or
+model list), says only that the real window is below what was sent; 10% under 128k
+usually cuts nothing (an Agents SDK run on an unlisted model failed at its third turn so).
+Such a retry takes `halved`: half of what was refused (prompt plus reserved output) as its
+window. A history grows a turn at a time, so the first refusal comes just past the real
+window, and half of it fits any window at least that large. A fixed 8192 would fit nearly
+every model too, but keep a quarter of what fits a 32k one; half the assumed window (64k)
+cuts nothing on a request below it. A guess, so it is not kept for the model.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import zlib
 from collections.abc import Awaitable, Callable
@@ -118,6 +129,14 @@ def tightened(hints: BudgetHints, overflow: Overflow, ours: int) -> BudgetHints:
     else:
         scale = hints.scale * FALLBACK_TIGHTEN
     return BudgetHints(overflow.window or hints.window, scale)
+
+
+def halved(hints: BudgetHints, ours: int, reserve: int) -> BudgetHints:
+    """The hints for a retry after an overflow that stated no window, on a model whose
+    window was assumed: half of what was refused, the prompt (as the calibration expects
+    the upstream to count it) plus the output reserved, is the window."""
+    refused = math.ceil(ours * hints.scale) + reserve
+    return BudgetHints(max(1, refused // 2), hints.scale)
 
 
 Retry = Callable[[Overflow, bytes], Awaitable[UpstreamRequest | None]]
@@ -225,7 +244,11 @@ async def retry_request(
     if facts is not None and overflow.window is not None:
         facts.overflowed(upstream, model, overflow.window)  # later requests start there
     first = FirstAttempt(record.curated, record.actions, record.tokens_after, error)
-    again = await replan(pending, counter, tightened(pending.hints, overflow, ours), services)
+    hints = tightened(pending.hints, overflow, ours)
+    if overflow.window is None and pending.window_assumed:
+        budget = pending.choice.policy.budget(pending.wire.facts, counter, pending.hints)
+        hints = replace(halved(pending.hints, ours, budget.reserve_output), scale=hints.scale)
+    again = await replan(pending, counter, hints, services)
     if facts is not None:
         facts.rescued(upstream, again is not None)
     if again is None:

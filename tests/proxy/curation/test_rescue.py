@@ -16,6 +16,7 @@ from proxy.curation.rescue import (
     TIGHTEN_MARGIN,
     Overflow,
     RescuingClient,
+    halved,
     overflow_in,
     tightened,
 )
@@ -133,6 +134,12 @@ def test_tightening_divides_by_the_upstreams_ratio_and_takes_its_window() -> Non
     assert tightened(BudgetHints(None, 1.5), Overflow(8192, 8445, 8445), 7000).scale == (
         pytest.approx(1.5 * TIGHTEN_MARGIN)
     )
+
+
+def test_a_numberless_overflow_on_an_assumed_window_halves_what_was_refused() -> None:
+    # 20,000 tokens of prompt as we count them, 1.1 as the upstream does, 4,096 reserved.
+    assert halved(BudgetHints(None, 1.1), 20_000, 4096) == BudgetHints(13_048, 1.1)
+    assert halved(BudgetHints(None, 1.0), 0, 0).window == 1
 
 
 def request(body: bytes = b"{}") -> UpstreamRequest:
