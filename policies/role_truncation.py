@@ -173,16 +173,21 @@ class RoleTruncation:
         """Indexes of the oldest units dropped to meet `max_messages` (see the docstring)."""
         if self.max_messages is None or len(messages) <= self.max_messages:
             return frozenset()
-        kept = pinned | {_newest_user(messages)}
-        droppable = [u for u in units(messages)[:-1] if kept.isdisjoint(u.indexes())]
-        if not droppable:
-            return frozenset()
+        candidates = [u for u in units(messages)[:-1] if pinned.isdisjoint(u.indexes())]
         cap = self.max_messages
         excess = len(messages) - cap
-        k = self._units_to_drop([u.stop - u.start for u in droppable], excess, cap)
+        sizes = [u.stop - u.start for u in candidates]
+        k = self._units_to_drop(sizes, excess, cap) if candidates else 0
+        newest = _newest_user(messages)
+        spared = next((j for j, u in enumerate(candidates) if u.start <= newest < u.stop), k)
+        if spared < k:
+            # The newest user message stays. Its unit still counts towards the anchored cut
+            # points, so the cut never moves back when a newer one comes.
+            k = self._units_to_drop(sizes, excess + sizes[spared], cap)
+        droppable = [u for j, u in enumerate(candidates[:k]) if j != spared]
         k = next(
-            (j for j, u in enumerate(droppable[:k]) if not floor.allows(_tokens(messages, u, ctx))),
-            k,
+            (j for j, u in enumerate(droppable) if not floor.allows(_tokens(messages, u, ctx))),
+            len(droppable),
         )
         if not k:
             return frozenset()
