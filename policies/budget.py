@@ -21,8 +21,9 @@ the room it leaves is given back newest first. So fresh tool results are shorten
 dropped, the oldest content degrades first, and the curated prompt fills the budget. When
 nothing kept is long enough to fill the room a large step leaves (short chat messages),
 the cut takes the largest of finer steps (`degrade.step_shares`) that leaves at least
-`FILL` (85%) of the budget in use, down to the minimal cut. The newest user message is
-kept (its unit is never dropped) whenever it fits at the floor.
+`FILL` (85%) of the budget in use, down to the minimal cut; when even that leaves less,
+its last unit is kept with its contents cut (`degrade.boundary`). The newest user
+message is kept (its unit is never dropped) whenever it fits at the floor.
 """
 
 from __future__ import annotations
@@ -94,25 +95,45 @@ class TokenBudget:
         droppable = _spare_newest_user(messages, droppable, at_floor, floor_total, limit)
         sizes = [sum(at_floor[u.start : u.stop]) for u in droppable]
         excess = floor_total - limit
-        k = 0
+        k, saved, deep = 0, 0, dict[int, degrade.Long]()
         for share in degrade.step_shares(1 - self.low_water) if excess > 0 else ():
             k = self._units_to_drop(sizes, excess, limit, share)
             # A large step can starve the prompt (short messages, nothing to restore):
             # then a finer one, anchored the same way, keeps its share of the budget.
             if _best_fill(sizes, k, longs, droppable, floor_total, cap) >= degrade.FILL * limit:
                 break
+        else:  # even the finest cut starves it: its last unit is kept, cut, if that fits
+            if k:
+                over, unit = floor_total - sum(sizes[: k - 1]) - limit, droppable[k - 1]
+                deep, saved = degrade.boundary(messages, each, unit, at_floor, over, ctx)
+                k -= bool(deep)
         dropped = [i for u in droppable[:k] for i in u.indexes()]
-        gone = set(dropped)
-        caps = _restore(longs, gone, limit - floor_total + sum(sizes[:k]), cap)
+        room = limit - floor_total + sum(sizes[:k]) + saved
+        longs = {**longs, **deep}
+        caps = _restore(longs, set(dropped), room, dict.fromkeys(deep, degrade.MIN_CAP), cap)
+        return self._apply(messages, each, dropped, k, longs, caps, limit, ctx)
+
+    def _apply(
+        self,
+        messages: Sequence[Message],
+        each: list[int],
+        dropped: list[int],
+        k: int,
+        longs: dict[int, degrade.Long],
+        caps: dict[int, int],
+        limit: int,
+        ctx: CurationContext,
+    ) -> CuratorOutput:
+        """`messages` without `dropped` (`k` units) and with contents cut to `caps`."""
         actions: list[Action] = []
         if dropped:
-            total = sum(each) + REPLY_PRIMING
-            removed = sum(each[i] for i in dropped)
+            total, removed = sum(each) + REPLY_PRIMING, sum(each[i] for i in dropped)
             reason = (
                 f"dropped the {k} oldest unit(s): {total:,} tokens over the budget of {limit:,}"
             )
             actions.append(Action(self.name, "drop", tuple(dropped), removed, reason))
         out: list[Message] = []
+        gone = set(dropped)
         for i, msg in enumerate(messages):
             if i in gone:
                 continue
@@ -232,21 +253,27 @@ def _best_fill(
 
 
 def _restore(
-    longs: dict[int, degrade.Long], gone: set[int], room: int, floor: int
+    longs: dict[int, degrade.Long],
+    gone: set[int],
+    room: int,
+    floors: dict[int, int],
+    floor: int,
 ) -> dict[int, int]:
     """The cap of each kept long content: the newest are whole while `room` lasts, the
-    next one is cut to the largest rung that fits, and all older ones to the floor."""
+    next one is cut to the largest rung that fits, and all older ones to their floor
+    (`floors`, else `floor`)."""
     caps: dict[int, int] = {}
     short = False
     for i in sorted((i for i in longs if i not in gone), reverse=True):
         long = longs[i]
-        grow = long.tokens - long.at(floor)
+        floor_i = floors.get(i, floor)
+        grow = long.tokens - long.at(floor_i)
         if short:
-            caps[i] = floor
+            caps[i] = floor_i
         elif grow <= room:
             room -= grow
         else:
-            caps[i] = degrade.rung_at_most(room + floor, floor)
+            caps[i] = degrade.rung_at_most(room + floor_i, floor_i)
             short = True
     return caps
 

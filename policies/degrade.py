@@ -9,6 +9,13 @@ units first. The room left is then given back newest first: the newest long cont
 restored whole if it fits, else cut to the largest *rung* that fits, and everything older
 stays at the floor. Old content degrades first and the newest last.
 
+A unit is still dropped whole when its contents are each below the floor, and that can
+starve a small window: on a 4k one, a block of five 390-token tool results dropped for
+being 200 tokens over left the prompt at 47% of the budget. So when even the finest cut
+leaves less than `FILL` of the budget in use, the last unit it would drop is kept instead
+with its contents measured down to `MIN_CAP` (`boundary`), if that fits; as the oldest
+content kept, they get back only the room the newer ones leave.
+
 Prefix stability: a content at the floor is a function of the message and the budget
 only, so it is cut the same way every turn. Rungs are a fixed geometric ladder above the
 floor (`RUNG_RATIO`), so the one content between "restored" and "at the floor" changes
@@ -19,11 +26,11 @@ room a rung leaves unused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from policies.base import CurationContext
-from policies.messages import Message
+from policies.messages import Message, Unit
 from policies.shorten import Cut, as_content, cuttable_text, head_tail
 
 MIN_CAP = 64
@@ -92,16 +99,35 @@ def long_contents(
     skip: frozenset[int],
     cap: int,
     ctx: CurationContext,
+    among: Iterable[int] | None = None,
 ) -> dict[int, Long]:
-    """Messages (not in `skip`) whose cuttable text is over `cap` tokens, by index."""
+    """Messages (not in `skip`; among `among` only, when given) whose cuttable text is
+    over `cap` tokens, by index."""
     found: dict[int, Long] = {}
-    for i, msg in enumerate(messages):
+    for i in range(len(messages)) if among is None else among:
+        msg = messages[i]
         if i in skip or each[i] <= cap or cuttable_text(msg) is None:
             continue
         bare = ctx.count_bare(msg)
         if each[i] - bare > cap:
             found[i] = Long(i, each[i], bare)
     return found
+
+
+def boundary(
+    messages: Sequence[Message],
+    each: Sequence[int],
+    unit: Unit,
+    at_floor: Sequence[int],
+    over: int,
+    ctx: CurationContext,
+) -> tuple[dict[int, Long], int]:
+    """The contents of `unit`, the last one a cut would drop whole, that could be cut to
+    `MIN_CAP` instead, and the tokens that would save on `at_floor` (each message's size
+    with long contents at the floor); nothing when that would not save `over` tokens."""
+    deep = long_contents(messages, each, frozenset(), MIN_CAP, ctx, unit.indexes())
+    saved = sum(at_floor[i] - long.at(MIN_CAP) for i, long in deep.items())
+    return (deep, saved) if deep and saved >= over else ({}, 0)
 
 
 def cut(msg: Message, long: Long, cap: int, ctx: CurationContext) -> tuple[Message, int]:

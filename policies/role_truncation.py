@@ -10,8 +10,11 @@ are left alone, as are summaries a summarizer inserted. With `keep_recent_turns:
 message but the last unit is older.
 
 `max_messages` (default 200; null for none) caps the list's length: the oldest
-non-pinned whole units go, never the last unit, so tool-call pairs stay valid. When even
-the pins and the last unit exceed the cap, everything else goes and the action says so.
+non-pinned whole units go, never the last unit, so tool-call pairs stay valid, and never
+the newest user message: in an agent's run it is often the only one, the task, with
+hundreds of tool calls after it, and a cap that dropped it would leave the model working
+without knowing on what. When even the pins, that message and the last unit exceed the
+cap, everything else goes and the action says so.
 No role is limited unless listed, so `role_truncation: {}` is just the cap.
 
 Prefix caching. A message is shortened the turn it stops being recent, and from then on
@@ -170,15 +173,21 @@ class RoleTruncation:
         """Indexes of the oldest units dropped to meet `max_messages` (see the docstring)."""
         if self.max_messages is None or len(messages) <= self.max_messages:
             return frozenset()
-        droppable = [u for u in units(messages)[:-1] if pinned.isdisjoint(u.indexes())]
-        if not droppable:
-            return frozenset()
+        candidates = [u for u in units(messages)[:-1] if pinned.isdisjoint(u.indexes())]
         cap = self.max_messages
         excess = len(messages) - cap
-        k = self._units_to_drop([u.stop - u.start for u in droppable], excess, cap)
+        sizes = [u.stop - u.start for u in candidates]
+        k = self._units_to_drop(sizes, excess, cap) if candidates else 0
+        newest = _newest_user(messages)
+        spared = next((j for j, u in enumerate(candidates) if u.start <= newest < u.stop), k)
+        if spared < k:
+            # The newest user message stays. Its unit still counts towards the anchored cut
+            # points, so the cut never moves back when a newer one comes.
+            k = self._units_to_drop(sizes, excess + sizes[spared], cap)
+        droppable = [u for j, u in enumerate(candidates[:k]) if j != spared]
         k = next(
-            (j for j, u in enumerate(droppable[:k]) if not floor.allows(_tokens(messages, u, ctx))),
-            k,
+            (j for j, u in enumerate(droppable) if not floor.allows(_tokens(messages, u, ctx))),
+            len(droppable),
         )
         if not k:
             return frozenset()
@@ -186,7 +195,10 @@ class RoleTruncation:
         tokens = sum(ctx.count(messages[i]) for i in gone)
         reason = f"dropped the {k} oldest unit(s): {len(messages)} messages, over the cap of {cap}"
         if len(gone) < excess:
-            reason += "; still over it with only pinned messages and the newest unit left"
+            reason += (
+                "; still over it with only pinned messages, the newest user message and the "
+                "newest unit left"
+            )
         actions.append(Action(self.name, "drop", tuple(gone), tokens, reason))
         return frozenset(gone)
 
@@ -198,6 +210,11 @@ class RoleTruncation:
         below = cumulative[fewest - 1] if fewest else 0
         target = (below // step + 1) * step
         return min(bisect.bisect_left(cumulative, target), len(cumulative) - 1) + 1
+
+
+def _newest_user(messages: Sequence[Message]) -> int:
+    """The index of the newest user message (-1 when there is none)."""
+    return next((i for i in reversed(range(len(messages))) if role(messages[i]) == "user"), -1)
 
 
 def _joined_text(content: object) -> str | None:

@@ -10,15 +10,29 @@ instead. Only once: a second rejection reaches the client as the upstream wrote 
 
 How much tighter: OpenAI's and vLLM's messages state the window and the count
 ("maximum context length is 8192 tokens. However, your messages resulted in 8445
-tokens", or "you requested 8445 tokens (7933 in the messages, 512 in the completion)").
-The upstream's prompt count over ours is the ratio the retry's budget divides by (plus
-`TIGHTEN_MARGIN`); the stated window replaces ours. A message without numbers tightens by
-`FALLBACK_TIGHTEN`. The stated count also teaches the calibration.
+tokens", or "you requested 8445 tokens (7933 in the messages, 512 in the completion)";
+vLLM's current wordings in `_PROMPT`). The upstream's prompt count over ours is the ratio
+the retry's budget divides by (plus `TIGHTEN_MARGIN`); the stated window replaces ours. A
+message without numbers, or whose count is only a lower bound ("your prompt contains at
+least 7681 input tokens": vLLM stopped counting at the window), tightens by
+`FALLBACK_TIGHTEN`. An exact count also teaches the calibration, and a stated window is
+kept for the model (`UpstreamFacts.overflowed`), so its later requests fit from the start.
+
+An error without a window ("Your input exceeds the context window of this model", the
+Responses API's), on a model whose window was only assumed (128k: in no table, config or
+model list), says only that the real window is below what was sent; 10% under 128k
+usually cuts nothing (an Agents SDK run on an unlisted model failed at its third turn so).
+Such a retry takes `halved`: half of what was refused (prompt plus reserved output) as its
+window. A history grows a turn at a time, so the first refusal comes just past the real
+window, and half of it fits any window at least that large. A fixed 8192 would fit nearly
+every model too, but keep a quarter of what fits a 32k one; half the assumed window (64k)
+cuts nothing on a request below it. A guess, so it is not kept for the model.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import zlib
 from collections.abc import Awaitable, Callable
@@ -45,8 +59,22 @@ FALLBACK_TIGHTEN = 1.10
 RESCUED_HEADER = b"x-curator-rescued"
 
 _WINDOW = re.compile(rb"maximum context length is (\d+)")
-_PROMPT = re.compile(rb"(\d+) in the messages|messages resulted in (\d+) tokens")
-_REQUESTED = re.compile(rb"(?:requested|resulted in) (\d+) tokens")
+_PROMPT = re.compile(
+    rb"(\d+) in the messages"  # vLLM, older: "... (7933 in the messages, 512 in the ..."
+    rb"|messages resulted in (\d+) tokens"  # OpenAI
+    # vLLM: "However, your request has 33000 input tokens.", and with max_tokens too large
+    # "... is too large: 4096. This model's maximum context length is 32768 tokens and your
+    # request has 30000 input tokens (4096 > 32768 - 30000)."
+    rb"|your request has (\d+) input tokens"
+    # vLLM, newer: "However, you requested 512 output tokens and your prompt contains (at
+    # least) 7681 input tokens, for a total of (at least) 8193 tokens."
+    rb"|your prompt contains (?:at least )?(\d+) input tokens"
+)
+_AT_LEAST = re.compile(rb"prompt contains at least \d+ input tokens")
+_REQUESTED = re.compile(
+    rb"(?:requested|resulted in) (\d+) tokens|for a total of (?:at least )?(\d+) tokens"
+)
+_COMPLETION = re.compile(rb"is too large: (\d+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +86,8 @@ class Overflow:
     """The upstream's count of the prompt alone."""
     requested: int | None
     """The count it compared with the window (prompt, maybe plus the completion)."""
+    at_least: bool = False
+    """`prompt` is only a lower bound: the upstream stopped counting past the window."""
 
 
 def overflow_in(body: bytes) -> Overflow | None:
@@ -75,7 +105,11 @@ def overflow_in(body: bytes) -> Overflow | None:
     if error.get("code") != "context_length_exceeded" and window is None:
         return None
     prompt = _number(_PROMPT.search(text))
-    return Overflow(window, prompt, _number(_REQUESTED.search(text)))
+    requested = _number(_REQUESTED.search(text))
+    completion = _number(_COMPLETION.search(text))
+    if requested is None and prompt is not None and completion is not None:
+        requested = prompt + completion
+    return Overflow(window, prompt, requested, _AT_LEAST.search(text) is not None)
 
 
 def _number(found: re.Match[bytes] | None) -> int | None:
@@ -86,13 +120,23 @@ def _number(found: re.Match[bytes] | None) -> int | None:
 
 def tightened(hints: BudgetHints, overflow: Overflow, ours: int) -> BudgetHints:
     """The hints for the retry: the stated window, and the budget divided by the ratio
-    the upstream's count shows (or by `FALLBACK_TIGHTEN` when it showed none)."""
+    the upstream's count shows (and by `FALLBACK_TIGHTEN` when it showed none, or only a
+    lower bound)."""
     counted = overflow.prompt or overflow.requested
     if counted is not None and ours > 0:
-        scale = max(hints.scale, counted / ours) * TIGHTEN_MARGIN
+        margin = FALLBACK_TIGHTEN if overflow.at_least else TIGHTEN_MARGIN
+        scale = max(hints.scale, counted / ours) * margin
     else:
         scale = hints.scale * FALLBACK_TIGHTEN
     return BudgetHints(overflow.window or hints.window, scale)
+
+
+def halved(hints: BudgetHints, ours: int, reserve: int) -> BudgetHints:
+    """The hints for a retry after an overflow that stated no window, on a model whose
+    window was assumed: half of what was refused, the prompt (as the calibration expects
+    the upstream to count it) plus the output reserved, is the window."""
+    refused = math.ceil(ours * hints.scale) + reserve
+    return BudgetHints(max(1, refused // 2), hints.scale)
 
 
 Retry = Callable[[Overflow, bytes], Awaitable[UpstreamRequest | None]]
@@ -195,10 +239,16 @@ async def retry_request(
     model = pending.wire.model or ""
     ours = sent_tokens(record.tokens_after or 0, record)
     upstream = pending.route.upstream
-    if facts is not None and overflow.prompt is not None:
+    if facts is not None and overflow.prompt is not None and not overflow.at_least:
         facts.learn(upstream, model, ours, overflow.prompt, counter.models)
+    if facts is not None and overflow.window is not None:
+        facts.overflowed(upstream, model, overflow.window)  # later requests start there
     first = FirstAttempt(record.curated, record.actions, record.tokens_after, error)
-    again = await replan(pending, counter, tightened(pending.hints, overflow, ours), services)
+    hints = tightened(pending.hints, overflow, ours)
+    if overflow.window is None and pending.window_assumed:
+        budget = pending.choice.policy.budget(pending.wire.facts, counter, pending.hints)
+        hints = replace(halved(pending.hints, ours, budget.reserve_output), scale=hints.scale)
+    again = await replan(pending, counter, hints, services)
     if facts is not None:
         facts.rescued(upstream, again is not None)
     if again is None:

@@ -1,10 +1,17 @@
 """What the proxy learns about its upstreams, for the budget: their windows and their counts.
 
 One `UpstreamFacts` per worker process, kept across reloads. It gives each request its
-`BudgetHints` (the window the upstream's model list states, `proxy.upstream.models`; the
-calibration scale, `policies.calibration`), says aloud when a model's window is only
-assumed (a warning once per model, a metric, `x-curator-window: assumed`), and learns from
-the usage each curated response reports (`learn`).
+`BudgetHints` (the window the upstream's model list states, `proxy.upstream.models`, or
+one an overflow error stated, `overflowed`; the calibration scale, `policies.calibration`),
+says aloud when a model's window is only assumed (a warning once per model, a metric,
+`x-curator-window: assumed`), and learns from the usage each curated response reports
+(`learn`).
+
+A window an overflow error stated (`proxy.curation.rescue`) is kept per (upstream, model),
+so the model's later requests are curated to it from the start instead of overflowing and
+being rescued every time. It beats the model list's, as the upstream's latest word, and
+lives as long as the process; `MAX_STATED` keys at most, the least recently stated going
+first, since clients choose model names.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ ASSUMED = b"assumed"
 MAX_WARNED = 256
 """Models warned about once each; past this many the warnings stop (the metric goes on)."""
 MAX_MEMO = 4096
+MAX_STATED = 256
+"""(upstream, model) keys whose window an overflow error stated, kept at most."""
 
 
 class FactsSink(Protocol):
@@ -43,7 +52,15 @@ class FactsSink(Protocol):
 class UpstreamFacts:
     """Windows and calibration per (upstream, model), for one worker process."""
 
-    __slots__ = ("_memo_table", "_table_memo", "_warned", "calibration", "sink", "windows")
+    __slots__ = (
+        "_memo_table",
+        "_stated",
+        "_table_memo",
+        "_warned",
+        "calibration",
+        "sink",
+        "windows",
+    )
 
     def __init__(self, sink: FactsSink | None = None, calibration: Calibration | None = None):
         self.windows = UpstreamWindows()
@@ -53,9 +70,11 @@ class UpstreamFacts:
         self._memo_table: ModelTable | None = None
         self._table_memo: dict[str, bool] = {}
         """Whether `_memo_table` knows each model name."""
+        self._stated: dict[tuple[str, str], int] = {}
+        """Windows overflow errors stated, oldest first (a dict keeps insertion order)."""
 
     def hints(self, upstream: str, model: str) -> BudgetHints:
-        window = self.windows.window(upstream, model)
+        window = self._stated.get((upstream, model)) or self.windows.window(upstream, model)
         scale = self.calibration.scale(upstream, model)
         if window is None and scale == 1.0:
             return NEUTRAL
@@ -114,6 +133,17 @@ class UpstreamFacts:
         if self.windows.window(upstream, model) is not None:
             return bare_name(model)
         return models.pattern(model) or OTHER
+
+    def overflowed(self, upstream: str, model: str, window: int) -> None:
+        """The window an overflow error of `upstream` stated for `model`: its later requests
+        get it in their hints (see the module docstring)."""
+        if window <= 0:
+            return
+        key = (upstream, model)
+        self._stated.pop(key, None)  # re-inserted: the most recent goes last
+        self._stated[key] = window
+        if len(self._stated) > MAX_STATED:
+            del self._stated[next(iter(self._stated))]
 
     def rescued(self, upstream: str, retried: bool) -> None:
         """An upstream overflow on a curated request: curated again and resent, or not."""

@@ -118,6 +118,9 @@ class FakeOpenAI:
     """When set, chat usage reports `prompt_tokens_details.cached_tokens` from it."""
     ws_closed: list[int] = field(default_factory=list)
     """The close code of each WebSocket session a client ended."""
+    requeue_refused: bool = False
+    """A Responses request refused as invalid or too long leaves its scripted reply to the
+    next request (the proxy's retry of it), instead of using it up."""
     _script: deque[Behavior] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
@@ -125,6 +128,9 @@ class FakeOpenAI:
 
     def queue(self, *behaviors: Behavior) -> None:
         self._script.extend(behaviors)
+
+    def queue_first(self, behavior: Behavior) -> None:
+        self._script.appendleft(behavior)
 
     def reset(self) -> None:
         self.requests.clear()
@@ -340,6 +346,8 @@ class _Responses:
         encoding = _encoding(model)
         problem = responses_rules.check_request(body, encoding, self.fake.window(str(model)))
         if problem is not None:
+            if self.fake.requeue_refused:
+                self.fake.queue_first(behavior)
             self.fake.sent.append(problem)
             await _respond(send, 400, problem)
             return

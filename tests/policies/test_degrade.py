@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from policies import invariants
 from policies.budget import TokenBudget
-from policies.degrade import floor_cap, marker, rung_at_most
+from policies.degrade import MIN_CAP, boundary, floor_cap, marker, rung_at_most
 from policies.loader import load_preset
+from policies.messages import Unit
 from policies.tokens import REPLY_PRIMING
 from tests import factories as f
 
@@ -119,3 +121,49 @@ def test_marker_names_what_was_removed() -> None:
         marker(1234)
         == "[... 1,234 tokens removed by context-curator to fit the context window ...]"
     )
+
+
+def parallel_reads(words: int) -> Msgs:
+    """A task, one block of five parallel reads each below a 3,500-token budget's floor,
+    then a few long turns."""
+    ids = [f"read_{k}" for k in range(5)]
+    return [
+        f.system(),
+        f.user("Fix the bug."),
+        f.assistant_calls(*ids),
+        *(f.tool_result(i, f.long_text(words, f"r{k}")) for k, i in enumerate(ids)),
+        f.assistant("Read them. " + f.long_text(200, "a")),
+        f.user("Which one? " + f.long_text(200, "b")),
+        f.assistant("m2. " + f.long_text(200, "c")),
+        f.user("Now fix m2. " + f.long_text(200, "q")),
+    ]
+
+
+@pytest.mark.parametrize("words", [155, 160, 170])
+def test_a_unit_dropped_whole_would_starve_a_4k_window_so_it_is_cut_instead(words: int) -> None:
+    """A 4k window (3,500 tokens of budget) was curated to 47% of it: the block of five
+    reads, each below the floor, went whole for being a few hundred tokens over."""
+    messages = parallel_reads(words)
+    ctx = f.ctx(budget=3500)
+    assert all(f.tokens([m]) < floor_cap(3500) for m in messages[3:7])
+    out = TokenBudget(low_water=0.7).curate(messages, ctx)
+    assert 0.85 * 3500 <= f.tokens(out.messages) <= 3500
+    results = [m for m in out.messages if m.get("role") == "tool"]
+    assert [m["tool_call_id"] for m in results] == [f"read_{k}" for k in range(5)]
+    assert any(marker(0).split("0")[-1] in m["content"] for m in results)  # cut, not dropped
+    assert out.messages[-2:] == messages[-2:]
+    assert invariants.check(messages, out.messages, ctx, budget=3500) == []
+    again = TokenBudget(low_water=0.7).curate(out.messages, ctx)
+    assert (again.messages, again.actions) == (out.messages, ())
+
+
+def test_a_unit_is_kept_cut_only_when_that_saves_enough() -> None:
+    messages = parallel_reads(160)
+    each = [f.tokens([m]) - REPLY_PRIMING for m in messages]
+    block = Unit(2, 8)
+    deep, saved = boundary(messages, each, block, each, 1000, f.ctx(budget=3500))
+    assert sorted(deep) == [3, 4, 5, 6, 7]  # the five reads; the call has no content
+    assert saved >= 1000
+    assert all(d.at(MIN_CAP) < each[i] for i, d in deep.items())
+    assert boundary(messages, each, block, each, saved + 1, f.ctx(budget=3500)) == ({}, 0)
+    assert boundary(messages, each, Unit(1, 2), each, 1, f.ctx(budget=3500)) == ({}, 0)

@@ -105,6 +105,20 @@ def test_role_truncation_rewrites_an_old_message_the_same_way_every_turn(
 
 
 @settings(max_examples=40)
+@given(any_conversation, pin_specs, st.integers(1, 8))
+def test_role_truncation_cap_keeps_the_newest_user_message(
+    messages: Msgs, pins: PinSpec, cap: int
+) -> None:
+    newest = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    curator = RoleTruncation(max_messages=cap, low_water=0.5)
+    out = curator.curate(messages, f.ctx(pins=pins))
+    dropped = {i for a in out.actions if a.kind == "drop" for i in a.indexes}
+    assert newest is None or newest not in dropped
+    again = curator.curate(out.messages, f.ctx(pins=pins))
+    assert (again.messages, again.actions) == (out.messages, ())
+
+
+@settings(max_examples=40)
 @given(growing(any_conversation), pin_specs)
 def test_role_truncation_cap_moves_only_in_steps(pair: tuple[Msgs, Msgs], pins: PinSpec) -> None:
     """The cap's cut only moves forward, and while it stays put, `short`'s old messages

@@ -168,13 +168,40 @@ def test_max_messages_keeps_tool_blocks_whole() -> None:
 
 def test_max_messages_never_drops_the_last_unit_and_says_when_it_cannot_meet_the_cap() -> None:
     block = [assistant_calls("c1", "c2", "c3"), tool_result("c1"), tool_result("c2")]
-    messages = [system(), user("go"), *block, tool_result("c3")]
+    messages = [system(), user("go"), assistant("on it"), *block, tool_result("c3")]
     out = RoleTruncation(max_messages=2).curate(messages, ctx())
-    assert out.messages == [system(), *messages[2:]]
+    assert out.messages == [system(), user("go"), *messages[3:]]
     assert out.actions[0].reason == (
-        "dropped the 1 oldest unit(s): 6 messages, over the cap of 2; "
-        "still over it with only pinned messages and the newest unit left"
+        "dropped the 1 oldest unit(s): 7 messages, over the cap of 2; still over it with "
+        "only pinned messages, the newest user message and the newest unit left"
     )
+
+
+def agent_run(n_calls: int) -> Msgs:
+    """A system prompt, the task (the only user message), then `n_calls` tool calls."""
+    messages: Msgs = [system(), user("Fix the failing test in tests/test_io.py.")]
+    for k in range(n_calls):
+        messages += [assistant_calls(f"c{k}"), tool_result(f"c{k}", f"output {k}")]
+    return messages
+
+
+def test_max_messages_keeps_the_task_of_an_agent_run() -> None:
+    messages = agent_run(60)  # 122 messages, one user message
+    out = RoleTruncation(max_messages=100, low_water=0.7).curate(messages, ctx())
+    assert out.messages[:2] == messages[:2]
+    assert len(out.messages) <= 100
+    assert out.messages[-2:] == messages[-2:]
+    assert invariants.ordering_errors(out.messages) == []
+    (action,) = out.actions
+    assert 1 not in action.indexes
+    again = RoleTruncation(max_messages=100, low_water=0.7).curate(out.messages, ctx())
+    assert (again.messages, again.actions) == (out.messages, ())
+
+
+def test_max_messages_keeps_the_newest_user_message_and_drops_older_ones() -> None:
+    messages = [system(), user("first"), assistant("a"), *agent_run(5)[1:], assistant("b")]
+    out = RoleTruncation(max_messages=4).curate(messages, ctx())
+    assert out.messages == [system(), messages[3], messages[-1]]
 
 
 def test_max_messages_cut_moves_in_anchored_steps() -> None:

@@ -16,6 +16,7 @@ from proxy.curation.rescue import (
     TIGHTEN_MARGIN,
     Overflow,
     RescuingClient,
+    halved,
     overflow_in,
     tightened,
 )
@@ -43,6 +44,66 @@ VLLM = orjson.dumps(
 def test_openai_and_vllm_errors_are_read() -> None:
     assert overflow_in(OPENAI) == Overflow(8192, 8445, 8445)
     assert overflow_in(VLLM) == Overflow(4096, 4088, 4600)
+
+
+def vllm_error(message: str, param: str) -> bytes:
+    """vLLM's current error body (`VLLMValidationError`, answered 400)."""
+    error = {"message": message, "type": "BadRequestError", "param": param, "code": 400}
+    return orjson.dumps({"error": error})
+
+
+@pytest.mark.parametrize(
+    ("message", "param", "expected"),
+    [
+        (
+            "This model's maximum context length is 32768 tokens. However, your request has "
+            "33000 input tokens. Please reduce the length of the input messages.",
+            "input_tokens",
+            Overflow(32768, 33000, None),
+        ),
+        (
+            "'max_tokens' or 'max_completion_tokens' is too large: 4096. This model's maximum "
+            "context length is 32768 tokens and your request has 30000 input tokens "
+            "(4096 > 32768 - 30000).",
+            "max_tokens",
+            Overflow(32768, 30000, 34096),
+        ),
+        (
+            "This model's maximum context length is 8192 tokens. However, you requested 512 "
+            "output tokens and your prompt contains 7900 input tokens, for a total of 8412 "
+            "tokens. Please reduce the length of the input prompt or the number of requested "
+            "output tokens. (parameter=input_tokens, value=7900)",
+            "input_tokens",
+            Overflow(8192, 7900, 8412),
+        ),
+        (
+            "This model's maximum context length is 8192 tokens. However, you requested 512 "
+            "output tokens and your prompt contains at least 7681 input tokens, for a total of "
+            "at least 8193 tokens. Please reduce the length of the input prompt or the number "
+            "of requested output tokens. (parameter=input_tokens, value=7681)",
+            "input_tokens",
+            Overflow(8192, 7681, 8193, at_least=True),
+        ),
+        (  # a prompt vLLM measured in characters: no token count to read
+            "This model's maximum context length is 8192 tokens. However, you requested 512 "
+            "output tokens and your prompt contains 78627 characters (more than 30720 "
+            "characters, which is the upper bound for 7680 input tokens). Please reduce the "
+            "length of the input prompt or the number of requested output tokens. "
+            "(parameter=input_text, value=78627)",
+            "input_text",
+            Overflow(8192, None, None),
+        ),
+    ],
+)
+def test_vllms_current_errors_are_read(message: str, param: str, expected: Overflow) -> None:
+    assert overflow_in(vllm_error(message, param)) == expected
+
+
+def test_a_lower_bound_tightens_by_at_least_the_fallback() -> None:
+    at_least = Overflow(8192, 7681, 8193, at_least=True)
+    assert tightened(BudgetHints(None, 1.0), at_least, 7600).scale == pytest.approx(
+        7681 / 7600 * FALLBACK_TIGHTEN
+    )
 
 
 @pytest.mark.parametrize(
@@ -73,6 +134,12 @@ def test_tightening_divides_by_the_upstreams_ratio_and_takes_its_window() -> Non
     assert tightened(BudgetHints(None, 1.5), Overflow(8192, 8445, 8445), 7000).scale == (
         pytest.approx(1.5 * TIGHTEN_MARGIN)
     )
+
+
+def test_a_numberless_overflow_on_an_assumed_window_halves_what_was_refused() -> None:
+    # 20,000 tokens of prompt as we count them, 1.1 as the upstream does, 4,096 reserved.
+    assert halved(BudgetHints(None, 1.1), 20_000, 4096) == BudgetHints(13_048, 1.1)
+    assert halved(BudgetHints(None, 1.0), 0, 0).window == 1
 
 
 def request(body: bytes = b"{}") -> UpstreamRequest:

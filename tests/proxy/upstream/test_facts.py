@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
+import httpx
+import orjson
 import pytest
 
 from policies.calibration import NEUTRAL, BudgetHints, Observation
 from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
 from policies.tokens import TokenCounter
+from proxy.config.loader import UpstreamConfig
 from proxy.observability.exchange import ExchangeRecord
 from proxy.protocols.base import Usage
-from proxy.upstream.facts import UpstreamFacts, learn, sent_tokens
+from proxy.upstream.facts import MAX_STATED, UpstreamFacts, learn, sent_tokens
+from proxy.upstream.httpx_client import HttpxClient
 
 FUNCTION = {"name": "read_file", "description": "Read a file", "parameters": {"type": "object"}}
 
@@ -42,6 +47,44 @@ def test_hints_start_neutral_and_follow_the_calibration() -> None:
     facts.learn("u", "m", 1000, 1250, table)
     assert facts.hints("u", "m") == BudgetHints(None, pytest.approx(1.25))
     assert facts.hints("other", "m") is NEUTRAL
+
+
+def test_a_window_an_overflow_stated_is_kept_for_the_model() -> None:
+    facts = UpstreamFacts()
+    facts.overflowed("u", "m", 32768)
+    assert facts.hints("u", "m") == BudgetHints(32768, 1.0)
+    assert facts.hints("u", "other") is NEUTRAL
+    assert facts.hints("v", "m") is NEUTRAL
+    facts.overflowed("u", "m", 16384)  # the upstream's latest word
+    assert facts.hints("u", "m").window == 16384
+    assert not facts.assumed("u", "m", Policy("p"), ModelTable(), facts.hints("u", "m"))
+
+
+def test_a_stated_window_beats_the_model_lists() -> None:
+    facts = UpstreamFacts()
+    listing = orjson.dumps({"data": [{"id": "m", "max_model_len": 65536}]})
+
+    async def discover() -> None:
+        transport = httpx.MockTransport(lambda _req: httpx.Response(200, content=listing))
+        async with httpx.AsyncClient(transport=transport) as client:
+            await facts.windows.discover(HttpxClient(client), [UpstreamConfig("u", "http://u")])
+
+    asyncio.run(discover())
+    assert facts.hints("u", "m").window == 65536
+    facts.overflowed("u", "m", 32768)
+    assert facts.hints("u", "m").window == 32768
+
+
+def test_stated_windows_are_bounded_and_the_least_recent_go_first() -> None:
+    facts = UpstreamFacts()
+    for k in range(MAX_STATED):
+        facts.overflowed("u", f"m{k}", 1000 + k)
+    facts.overflowed("u", "m0", 999)  # stated again: now the most recent
+    facts.overflowed("u", "new", 4096)
+    assert facts.hints("u", "m1") is NEUTRAL
+    assert facts.hints("u", "m0").window == 999
+    assert facts.hints("u", "new").window == 4096
+    assert facts.hints("u", f"m{MAX_STATED - 1}").window == 1000 + MAX_STATED - 1
 
 
 def test_an_unknown_window_is_said_once_and_counted_every_time(
