@@ -9,6 +9,10 @@ Shapes: string content is cut. A content array made only of text parts is cut as
 joined text and becomes one text part (keeping the first part's other keys); arrays with
 images, audio or files are left alone, since cutting them would mean guessing which part
 matters. The newest `keep_recent` results stay whole: the model is usually acting on them.
+Whatever `keep_recent` says, the results of the newest turn (the last unit: the last
+assistant step with all its results) are never cut here: the model has not seen them yet,
+and a cut there hides what it is about to act on (token_budget alone may shorten them,
+when they alone exceed the budget).
 With `min_fill` (`policies.fill`), cuts go oldest first, and a cut that would take the
 prompt below that share of the budget is not made.
 """
@@ -21,7 +25,7 @@ from typing import ClassVar
 
 from policies import fill, params
 from policies.base import Action, CurationContext, CuratorOutput
-from policies.messages import Message, ResultNames, is_result, opens_block, role
+from policies.messages import Message, ResultNames, is_result, opens_block, role, units
 from policies.shorten import Cut, as_content, cuttable_text, head_only, head_tail
 from policies.tokens import TOKENS_PER_MESSAGE
 
@@ -95,10 +99,11 @@ class ToolResultTruncation:
             elif is_result(msg):
                 results.append((i, _function_name(msg, names)))
         recent = len(results) - self.keep_recent
+        newest = units(messages)[-1].start if messages else 0
         return [
             (i, tool)
             for k, (i, tool) in enumerate(results)
-            if k < recent and i not in pinned and tool not in self.exclude_tools
+            if k < recent and i < newest and i not in pinned and tool not in self.exclude_tools
         ]
 
     def _cut_message(self, msg: Message, before: int, ctx: CurationContext) -> Message | None:

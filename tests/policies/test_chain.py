@@ -12,8 +12,8 @@ from policies.chain import Chain
 from policies.coherence import ToolPairCoherence
 from policies.dedupe import Dedupe
 from policies.history_retention import HistoryRetention
-from policies.loader import load_preset
 from policies.messages import Message
+from policies.policy import Policy
 from policies.registry import CURATORS
 from policies.role_truncation import RoleTruncation
 from policies.splits import PROFILE_MIN_CHARS
@@ -22,6 +22,7 @@ from policies.system import SystemPreservation
 from policies.tokens import REPLY_PRIMING
 from policies.tool_results import ToolResultTruncation
 from policies.tool_use_clearing import ToolUseClearing
+from policies.turn_masking import TurnMasking
 from policies.turns import TurnWindow
 from tests.factories import (
     assistant,
@@ -151,6 +152,7 @@ def test_registry_maps_yaml_names_to_curator_classes() -> None:
         "history_retention": HistoryRetention,
         "tool_use_clearing": ToolUseClearing,
         "dedupe": Dedupe,
+        "turn_masking": TurnMasking,
         "summarizer": Summarizer,
     }
     for name, cls in CURATORS.items():
@@ -187,7 +189,7 @@ def test_a_run_leaves_the_context_as_it_was() -> None:
 
 
 def test_a_policy_builds_the_context_its_chain_runs_in() -> None:
-    policy = load_preset("coding-agent")
+    policy = Policy("cuts", Chain((ToolResultTruncation(), TokenBudget())))
     body = {"model": "gpt-4o", "messages": []}
     context = policy.context(body, ctx().counter)
     assert context.profile_chars == policy.chain.profile_chars is not None

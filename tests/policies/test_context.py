@@ -244,7 +244,7 @@ def test_tool_names_are_read_once_per_message() -> None:
 def agent_session() -> list[dict[str, Any]]:
     """Tool outputs big enough to be cut and cleared, some repeated, in one session."""
     messages: list[dict[str, Any]] = [f.system(), f.user("Find the failing test.")]
-    for i in range(12):
+    for i in range(20):
         rows = 60 + 250 * (i % 4)
         output = "\n".join(f"{j:6d}\tdef case_{i}_{j}(x):  # ünïcode ✓" for j in range(rows))
         if i in (5, 9):
@@ -256,8 +256,8 @@ def agent_session() -> list[dict[str, Any]]:
 @pytest.mark.parametrize(
     ("preset", "acting"),
     [
-        ("coding-agent", {"tool_result_truncation", "tool_use_clearing", "dedupe", "token_budget"}),
-        ("default", {"tool_result_truncation", "token_budget"}),
+        ("coding-agent", {"turn_masking", "token_budget"}),
+        ("default", {"turn_masking", "token_budget"}),
     ],
 )
 def test_a_curated_request_counts_exactly_and_repeats_identically(

@@ -44,14 +44,17 @@ def test_default_preset() -> None:
     policy = load_preset("default")
     assert policy.chain.names == (
         "system_preservation",
-        "tool_result_truncation",
+        "turn_masking",
         "token_budget",
         "tool_pair_coherence",
     )
-    truncation = dict(params("default"))["tool_result_truncation"]
-    assert (truncation["max_tokens"], truncation["keep_recent"]) == (2000, 2)
+    masking = dict(params("default"))["turn_masking"]
+    # Nothing changes below 32k tokens (or half a small window), and the newest 15 steps
+    # stay whole: a no-config proxy saves on long runs and never blinds the agent.
+    assert (masking["trigger_tokens"], masking["trigger_share"]) == (32000, 0.5)
+    assert masking["keep_turns"] == 15
     assert dict(params("default"))["token_budget"]["max_tokens"] == "auto"
-    assert policy.pins == PinSpec(frozenset({"system", "developer"}), first_user=False)
+    assert policy.pins == PinSpec(frozenset({"system", "developer"}), first_user=True)
     assert (policy.context_window, policy.reserve_output_tokens) == (None, None)
     assert policy.on_overflow == "truncate"
 
@@ -61,41 +64,35 @@ def test_coding_agent_preset_pins_the_task_and_is_cache_friendly() -> None:
     assert policy.pins.first_user is True
     assert policy.chain.names == (
         "system_preservation",
-        "tool_result_truncation",
-        "tool_use_clearing",
-        "dedupe",
+        "turn_masking",
         "token_budget",
         "tool_pair_coherence",
     )
-    found = dict(params("coding-agent"))
-    truncation = found["tool_result_truncation"]
-    # keep_recent 0: a result is cut once, on arrival, never later (which breaks the cache).
-    assert (truncation["max_tokens"], truncation["keep_recent"]) == (6000, 0)
-    clearing = found["tool_use_clearing"]
-    assert (clearing["trigger_tokens"], clearing["keep"], clearing["clear_at_least"]) == (
+    masking = dict(params("coding-agent"))["turn_masking"]
+    # A chunk saves 10,000 tokens on every later request: a cache break pays for itself.
+    assert (masking["trigger_tokens"], masking["step_tokens"], masking["keep_turns"]) == (
         16000,
-        3,
-        3000,
+        10000,
+        12,
     )
-    assert clearing["clear_arguments"] is False
-    assert found["token_budget"]["low_water"] == 0.6
+    assert masking["keep_lines"] > 0
+    assert masking["keep_names"] > 0
+    assert dict(params("coding-agent"))["token_budget"]["low_water"] == 0.6
 
 
-def test_chat_preset_is_cache_friendly() -> None:
+def test_chat_preset_is_cache_friendly_and_keeps_the_first_question() -> None:
     policy = load_preset("chat")
+    assert policy.pins.first_user is True
     assert policy.chain.names == (
         "system_preservation",
         "history_retention",
-        "role_truncation",
+        "turn_masking",
         "token_budget",
         "tool_pair_coherence",
     )
     found = dict(params("chat"))
     assert found["history_retention"]["keep_recent_turns"] == 3
-    assert (found["role_truncation"]["max_messages"], found["role_truncation"]["low_water"]) == (
-        100,
-        0.7,
-    )
+    assert found["turn_masking"]["trigger_tokens"] == 64000
     assert found["token_budget"]["low_water"] == 0.7
 
 

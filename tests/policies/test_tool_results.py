@@ -30,12 +30,22 @@ MARKER_RE = re.compile(r"\n\n\[\.\.\. ([\d,]+) tokens truncated by context-curat
 
 
 def agent_loop(*outputs: Any, names: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """One user turn, then one tool call per output, each answered in turn."""
+    """One user turn, then one tool call per output, each answered in turn, then the
+    assistant's answer (so every result has been seen: none is in the newest turn)."""
     messages: list[dict[str, Any]] = [user("Investigate.")]
     for k, output in enumerate(outputs):
         name = names[k] if k < len(names) else "search"
         messages += [assistant_calls(call(f"c{k}", name)), tool_result(f"c{k}", output)]
-    return messages
+    return [*messages, assistant("Found it.")]
+
+
+def test_the_newest_turns_results_are_never_cut() -> None:
+    messages = agent_loop(BIG, BIG)[:-1]
+    messages[-2] = assistant_calls(call("c1", "search"), call("c2", "search"))
+    messages.append(tool_result("c2", BIG))
+    out = ToolResultTruncation(max_tokens=300, keep_recent=0).curate(messages, ctx())
+    assert [a.indexes for a in out.actions] == [(2,)]
+    assert out.messages[3:] == messages[3:]
 
 
 def test_marker_names_how_much_was_cut() -> None:
@@ -122,6 +132,7 @@ def test_parallel_results_are_named_by_their_own_call() -> None:
         assistant_calls(call("a", "read_file"), call("b", "search")),
         tool_result("b", BIG),
         tool_result("a", BIG),
+        assistant(),
     ]
     curator = ToolResultTruncation(max_tokens=300, keep_recent=0, exclude_tools=("search",))
     assert [a.indexes for a in curator.curate(messages, ctx()).actions] == [(3,)]
@@ -133,6 +144,7 @@ def test_repeated_call_ids_name_their_tool_by_position() -> None:
         assistant_calls(call("d", "read_file"), call("d", "search")),
         tool_result("d", BIG),
         tool_result("d", BIG),
+        assistant(),
     ]
     curator = ToolResultTruncation(max_tokens=300, keep_recent=0, exclude_tools=("search",))
     assert [a.indexes for a in curator.curate(messages, ctx()).actions] == [(2,)]
