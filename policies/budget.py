@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from policies import degrade, params
+from policies import degrade, newest, params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.errors import ContextOverflow
-from policies.messages import Message, Unit, role, units
+from policies.messages import Message, Unit, units
 from policies.tokens import REPLY_PRIMING
 
 _MARK_END = degrade.MARK_END
@@ -89,10 +89,11 @@ class TokenBudget:
         """Drop the oldest units measured with long contents at the floor, then give the
         room back newest first (see `policies.degrade`)."""
         cap = degrade.floor_cap(limit)
-        longs = degrade.long_contents(messages, each, ctx.pinned(messages), cap, ctx)
+        whole = newest.never_cut(messages, each, ctx.pinned(messages), limit)
+        longs = degrade.long_contents(messages, each, whole, cap, ctx)
         at_floor = [longs[i].at(cap) if i in longs else n for i, n in enumerate(each)]
         floor_total = sum(at_floor) + REPLY_PRIMING
-        droppable = _spare_newest_user(messages, droppable, at_floor, floor_total, limit)
+        droppable = newest.spare_newest_user(messages, droppable, at_floor, floor_total, limit)
         sizes = [sum(at_floor[u.start : u.stop]) for u in droppable]
         excess = floor_total - limit
         k, saved, deep = 0, 0, dict[int, degrade.Long]()
@@ -217,25 +218,6 @@ class TokenBudget:
             )
             actions.append(Action(self.name, "truncate", (), 0, reason))
         return actions
-
-
-def _spare_newest_user(
-    messages: Sequence[Message],
-    droppable: list[Unit],
-    at_floor: list[int],
-    floor_total: int,
-    limit: int,
-) -> list[Unit]:
-    """`droppable` without the unit of the newest user message, when what may not be
-    dropped still fits with it (all long contents at the floor)."""
-    newest = next((i for i in reversed(range(len(messages))) if role(messages[i]) == "user"), -1)
-    kept = floor_total - sum(sum(at_floor[u.start : u.stop]) for u in droppable)
-    for u in droppable:
-        if u.start <= newest < u.stop:
-            if kept + sum(at_floor[u.start : u.stop]) <= limit:
-                return [v for v in droppable if v is not u]
-            break
-    return droppable
 
 
 def _best_fill(
