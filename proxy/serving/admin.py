@@ -82,10 +82,13 @@ async def admin_listener(
         await server.wait_closed()
 
 
-def admin_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
-    """The admin listener's socket, bound and listening; an OSError names `metrics.port`."""
+def admin_socket(
+    host: str, port: int, *, reuse_port: bool = False, listen: bool = True
+) -> socket.socket:
+    """The admin listener's socket, bound (and listening, unless not `listen`); an OSError
+    names `metrics.port`."""
     try:
-        return _listening_socket(host, port, reuse_port=reuse_port)
+        return _listening_socket(host, port, reuse_port=reuse_port, listen=listen)
     except OSError as exc:
         shown = f"[{host}]" if ":" in host else host
         reason = exc.strerror or str(exc)
@@ -94,7 +97,9 @@ def admin_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.so
         ) from exc
 
 
-def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+def _listening_socket(
+    host: str, port: int, *, reuse_port: bool, listen: bool = True
+) -> socket.socket:
     family, kind, proto, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
@@ -104,7 +109,8 @@ def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socke
         if reuse_port:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
-        sock.listen(64)
+        if listen:
+            sock.listen(64)
         sock.setblocking(False)
     except BaseException:
         sock.close()
