@@ -59,19 +59,16 @@ def create_app(
 
     A config read from a file reloads when its files change (polled every `watch_interval_s`;
     None: never) and on SIGHUP (`proxy.serving.reload`). `on_started` runs once the lifespan
-    has opened everything, before any request (`curator serve` freezes what startup made).
-    The admin listener (`metrics.port`) serves `admin_socket` when given, bound already.
-    """
-
+    has opened everything, before any request (`curator serve` freezes what startup made);
+    the admin listener (`metrics.port`) serves `admin_socket` when given, bound already."""
     inflight = Inflight()  # the guard counts, curation reads
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
             # Per worker process: the audit writer's thread does not survive a fork.
-            seen = await stack.enter_async_context(
-                open_observability(config, observers, admin_socket=admin_socket)
-            )
+            observing = open_observability(config, observers, admin_socket=admin_socket)
+            seen = await stack.enter_async_context(observing)
             edge = await open_edge(stack, config, transport, seen, max_body_bytes)
             reloader = await stack.enter_async_context(
                 reloading(
