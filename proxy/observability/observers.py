@@ -182,7 +182,14 @@ def _open_writer(config: Config, metrics: Metrics | None, turns: Turns) -> Audit
             depth = holder[0].queue_depth() if holder else 0
             metrics.audit_outcome(outcome, depth)
 
-    writer = open_audit(config.audit, on_outcome=on_outcome, turns=turns)
+    spool = metrics.spool if metrics is not None else None
+    writer = open_audit(
+        config.audit,
+        on_outcome=on_outcome,
+        turns=turns,
+        on_spool=spool.state if spool is not None else None,
+        on_spool_dropped=spool.drop if spool is not None else None,
+    )
     if writer is not None:
         holder.append(writer)
         log.info("audit log: %s %s", config.audit.sink, config.audit.where)
