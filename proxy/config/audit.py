@@ -15,6 +15,7 @@ audit:
                             # resent history is not redacted again (0: nothing)
   retention_days: 30        # retention (sqlite, postgres; max_age_days is the old name)
   max_bytes: 2GB            # bytes, or KB/MB/GB (x1000) or KiB/MiB/GiB (x1024)
+  spool: {path: curator-audit-spool.db, max_bytes: 1GiB, max_age_hours: 72}  # postgres only
 ```
 
 This module knows only the keys every sink shares; a sink's own keys (postgres: `dsn`)
@@ -35,6 +36,8 @@ from policies.errors import ParamError
 from policies.urls import masked_url
 from policies.validate import Problems, Reader, describe
 from policies.yamlsrc import KeyPath
+from proxy.config.sizes import read_size
+from proxy.config.spool import SpoolConfig, read_spool
 from proxy.observability.audit.redact import Detector, custom_detector
 from proxy.observability.audit.sinks.base import STDOUT, Retention, SinkType
 from proxy.observability.audit.sinks.registry import SINKS, by_scheme, owning
@@ -43,17 +46,11 @@ OFF = "none"
 DEFAULT_CACHE_BYTES = 32 * 2**20
 COMMON_KEYS = (
     "sink", "path", "store_responses", "redact", "max_queue", "cache_bytes",
-    "retention_days", "max_age_days", "max_bytes",
+    "retention_days", "max_age_days", "max_bytes", "spool",
 )  # fmt: skip
 KEYS = (*COMMON_KEYS, *dict.fromkeys(key for t in SINKS.values() for key in t.keys))
 DEFAULT_PATHS = {name: t.default_path for name, t in SINKS.items() if t.default_path}
 _MASKED = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?", re.IGNORECASE)
-_UNITS = {
-    "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +80,8 @@ class AuditConfig:
     max_bytes: int | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     """The sink's own keys, as its `read_options` parsed them (postgres: `dsn`)."""
+    spool: SpoolConfig | None = None
+    """A remote sink's disk spool (`proxy.config.spool`); None: none."""
 
     @property
     def enabled(self) -> bool:
@@ -148,8 +147,9 @@ def read_audit(read: Reader, value: object, path: KeyPath, *, base_dir: Path) ->
         max_queue=read.get(data, "max_queue", path, 10_000, v.int_in(1, 10_000_000)),
         cache_bytes=_cache_bytes(read, data, path),
         max_age_days=_age(read, data, path),
-        max_bytes=_size(read, data, (*path, "max_bytes")),
+        max_bytes=read_size(read, data, (*path, "max_bytes")),
         options=sink.read_options(read, data, path) if sink else {},
+        spool=read_spool(read, data, path, base_dir=base_dir, remote=bool(sink and sink.remote)),
     )
     if sink and sink.location_key and config.options.get(sink.location_key):
         config = replace(config, path=str(config.options[sink.location_key]))
@@ -212,25 +212,8 @@ def _own(sink: SinkType | None) -> tuple[str, ...]:
 
 
 def _cache_bytes(read: Reader, data: Mapping[Any, Any], path: KeyPath) -> int:
-    found = _size(read, data, (*path, "cache_bytes"), minimum=0)
+    found = read_size(read, data, (*path, "cache_bytes"), minimum=0)
     return DEFAULT_CACHE_BYTES if found is None else found
-
-
-def _size(read: Reader, data: Mapping[Any, Any], path: KeyPath, *, minimum: int = 1) -> int | None:
-    value = data.get(path[-1])
-    if value is None:
-        return None
-    number: float | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and (match := _SIZE.fullmatch(value.strip())):
-        number = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
-    if number is None or number < minimum:
-        read.problems.add(
-            path, f"expected a size in bytes (e.g. 500000000 or '500MB'), got {describe(value)}"
-        )
-        return None
-    return int(number)
 
 
 def _redact(read: Reader, value: object, path: KeyPath) -> RedactConfig:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -73,9 +74,10 @@ class Observability:
 
 @asynccontextmanager
 async def open_observability(
-    config: Config, extra: Sequence[Observer] = ()
+    config: Config, extra: Sequence[Observer] = (), *, admin_socket: socket.socket | None = None
 ) -> AsyncIterator[Observability]:
-    """Metrics, the audit writer and the admin listener for this process; closed on exit."""
+    """Metrics, the audit writer and the admin listener (on `admin_socket` when given) for
+    this process; closed on exit."""
     metrics = Metrics(labels_for(config)) if config.metrics.enabled else None
     turns = Turns()
     audit = _open_writer(config, metrics, turns)
@@ -110,6 +112,7 @@ async def open_observability(
                     metrics.render,
                     reuse_port=bool(metrics.multiprocess_dir),
                     viewer=admin_viewer(config),
+                    sock=admin_socket,
                 )
             )
         yield Observability(metrics, audit, tuple(observers), turns)
@@ -179,7 +182,14 @@ def _open_writer(config: Config, metrics: Metrics | None, turns: Turns) -> Audit
             depth = holder[0].queue_depth() if holder else 0
             metrics.audit_outcome(outcome, depth)
 
-    writer = open_audit(config.audit, on_outcome=on_outcome, turns=turns)
+    spool = metrics.spool if metrics is not None else None
+    writer = open_audit(
+        config.audit,
+        on_outcome=on_outcome,
+        turns=turns,
+        on_spool=spool.state if spool is not None else None,
+        on_spool_dropped=spool.drop if spool is not None else None,
+    )
     if writer is not None:
         holder.append(writer)
         log.info("audit log: %s %s", config.audit.sink, config.audit.where)

@@ -19,8 +19,10 @@ import logging
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
-from proxy.viewer.app import Viewer
+from proxy.observability.exchange import new_id
+from proxy.viewer.app import REQUEST_ID, Viewer
 from proxy.viewer.wire import MAX_BODY_BYTES, REASONS, Reply, ViewRequest
 
 log = logging.getLogger("curator.admin")
@@ -28,6 +30,13 @@ log = logging.getLogger("curator.admin")
 Render = Callable[[], tuple[bytes, str]]
 READ_TIMEOUT_S = 10.0
 MAX_HEAD_BYTES = 16 * 1024
+"""The longest request head (request line to blank line, included) answered; a longer one
+gets 431, as on the client port (its `server.max_header_kb` defaults to 16 too)."""
+LINGER_S = 2.0
+LINGER_BYTES = 1024 * 1024
+PLAIN = "text/plain; charset=utf-8"
+HEAD_TOO_LARGE = "431 Request Header Fields Too Large"
+INTERNAL_ERROR = "500 Internal Server Error"
 
 
 @asynccontextmanager
@@ -39,16 +48,24 @@ async def admin_listener(
     *,
     reuse_port: bool = False,
     viewer: Viewer | None = None,
+    sock: socket.socket | None = None,
 ) -> AsyncIterator[asyncio.Server]:
     """Serve `render()` at `path` (None: no metrics) and `viewer` elsewhere on host:port
-    until the block exits."""
-    try:
-        sock = _listening_socket(host, port, reuse_port=reuse_port)
-    except OSError as exc:
-        raise OSError(exc.errno, f"metrics.port {port}: cannot listen on {host}: {exc}") from exc
+    until the block exits; on `sock` when given (bound and listening: `admin_socket`).
+    On exit, answers still in progress are cancelled."""
+    sock = sock or admin_socket(host, port, reuse_port=reuse_port)
+    answering: set[asyncio.Task[Any]] = set()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _answer(reader, writer, path, render, viewer)
+        task = asyncio.current_task()
+        assert task is not None
+        answering.add(task)
+        try:
+            await _answer(reader, writer, path, render, viewer)
+        except asyncio.CancelledError:
+            pass  # the listener is closing (asyncio logs a connection task ended cancelled)
+        finally:
+            answering.discard(task)
 
     server = await asyncio.start_server(handle, sock=sock, limit=MAX_HEAD_BYTES)
     if render is not None:
@@ -59,10 +76,30 @@ async def admin_listener(
         yield server
     finally:
         server.close()
+        for task in list(answering):
+            task.cancel()
+        await asyncio.gather(*answering, return_exceptions=True)
         await server.wait_closed()
 
 
-def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+def admin_socket(
+    host: str, port: int, *, reuse_port: bool = False, listen: bool = True
+) -> socket.socket:
+    """The admin listener's socket, bound (and listening, unless not `listen`); an OSError
+    names `metrics.port`."""
+    try:
+        return _listening_socket(host, port, reuse_port=reuse_port, listen=listen)
+    except OSError as exc:
+        shown = f"[{host}]" if ":" in host else host
+        reason = exc.strerror or str(exc)
+        raise OSError(
+            exc.errno, f"metrics.port {port}: cannot listen on {shown}: {reason}"
+        ) from exc
+
+
+def _listening_socket(
+    host: str, port: int, *, reuse_port: bool, listen: bool = True
+) -> socket.socket:
     family, kind, proto, _, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
@@ -72,7 +109,8 @@ def _listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socke
         if reuse_port:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
-        sock.listen(64)
+        if listen:
+            sock.listen(64)
         sock.setblocking(False)
     except BaseException:
         sock.close()
@@ -87,45 +125,90 @@ async def _answer(
     render: Render | None,
     viewer: Viewer | None,
 ) -> None:
+    """One request, one answer, then close: never a connection closed unanswered while a
+    client waits (a head too large: 431, too slow: 408, a bug: 500 naming a request id)."""
+    linger = False
     try:
-        async with asyncio.timeout(READ_TIMEOUT_S):
-            head = await reader.readuntil(b"\r\n\r\n")
-            target = head.partition(b" ")[2].partition(b" ")[0].decode("latin-1")
-            viewing = viewer is not None and target.partition("?")[0] != path
-            request = await _view_request(reader, head) if viewing else None
-        if viewer is not None and request is not None:
-            reply = await asyncio.to_thread(viewer.handle, request)
-            writer.write(_view_response(reply, head=request.method == "HEAD"))
-        else:
-            status, body, content_type = await _route(head, path, render)
-            writer.write(_response(status, body, content_type, head=head.startswith(b"HEAD ")))
+        try:
+            response = await _reply(reader, path, render, viewer)
+        except asyncio.LimitOverrunError:
+            limit = f"the request head is over {MAX_HEAD_BYTES // 1024} KiB\n"
+            response = _response(HEAD_TOO_LARGE, limit.encode(), PLAIN, head=False)
+            linger = True  # unread bytes at close would reset the connection, 431 unread
+        except TimeoutError:
+            response = _response("408 Request Timeout", b"request timeout\n", PLAIN, head=False)
+        except Exception:  # a bug must not take the listener down, nor go unanswered
+            rid = new_id()
+            log.exception("admin listener: answering a request failed, request id %s", rid)
+            body = f"internal error; the proxy's log names it with request id {rid}\n"
+            extra = ((REQUEST_ID, rid),)
+            response = _response(INTERNAL_ERROR, body.encode(), PLAIN, head=False, extra=extra)
+        writer.write(response)
         await writer.drain()
-    except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
-        pass  # a client that went away or never sent a request: nothing to answer
-    except Exception:  # a rendering bug must not take the listener down
-        log.exception("metrics: answering a scrape failed")
+        if linger:
+            await _linger(reader, writer)
+    except (asyncio.IncompleteReadError, OSError):
+        pass  # the client went away: nobody to answer
     finally:
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()
 
 
+async def _reply(
+    reader: asyncio.StreamReader, path: str, render: Render | None, viewer: Viewer | None
+) -> bytes:
+    """The whole response to the request `reader` holds."""
+    async with asyncio.timeout(READ_TIMEOUT_S):
+        head = await reader.readuntil(b"\r\n\r\n")
+        if len(head) > MAX_HEAD_BYTES:  # readuntil's limit leaves out the blank line
+            raise asyncio.LimitOverrunError("request head too large", len(head))
+        target = head.partition(b" ")[2].partition(b" ")[0].decode("latin-1")
+        viewing = viewer is not None and target.partition("?")[0] != path
+        request = await _view_request(reader, head) if viewing else None
+    if viewer is not None and request is not None:
+        reply = await asyncio.to_thread(viewer.handle, request)
+        return _view_response(reply, head=request.method == "HEAD")
+    status, body, content_type = await _route(head, path, render)
+    return _response(status, body, content_type, head=head.startswith(b"HEAD "))
+
+
+async def _linger(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Half-close, then read what the client still sends (up to `LINGER_BYTES`, for up to
+    `LINGER_S`), so the close does not reset the connection before it read the answer."""
+    if writer.can_write_eof():
+        writer.write_eof()
+    left = LINGER_BYTES
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(LINGER_S):
+            while left > 0 and (chunk := await reader.read(min(left, 65536))):
+                left -= len(chunk)
+
+
 async def _route(head: bytes, path: str, render: Render | None) -> tuple[str, bytes, str]:
     method, _, rest = head.partition(b" ")
     target = rest.partition(b" ")[0].decode("latin-1")
     if target.partition("?")[0] != path or render is None:
-        return "404 Not Found", b"not found\n", "text/plain; charset=utf-8"
+        return "404 Not Found", b"not found\n", PLAIN
     if method not in (b"GET", b"HEAD"):
-        return "405 Method Not Allowed", b"method not allowed\n", "text/plain; charset=utf-8"
+        return "405 Method Not Allowed", b"method not allowed\n", PLAIN
     # Multiprocess mode reads every worker's files: off the event loop.
     body, content_type = await asyncio.to_thread(render)
     return "200 OK", body, content_type
 
 
-def _response(status: str, body: bytes, content_type: str, *, head: bool) -> bytes:
+def _response(
+    status: str,
+    body: bytes,
+    content_type: str,
+    *,
+    head: bool,
+    extra: tuple[tuple[str, str], ...] = (),
+) -> bytes:
     lines = [
         f"HTTP/1.1 {status}",
         f"content-type: {content_type}",
+        *(f"{name}: {value}" for name, value in extra),
         f"content-length: {len(body)}",
         "connection: close",
     ]

@@ -14,6 +14,7 @@ metrics and audit writer (`proxy.observability.observers`); nothing lives at mod
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
@@ -52,21 +53,22 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     watch_interval_s: float | None = WATCH_INTERVAL_S,
     on_started: Callable[[], None] = lambda: None,
+    admin_socket: socket.socket | None = None,
 ) -> CuratorApp:
     """Build the proxy for `config`; `transport` swaps aiohttp for an httpx transport.
 
     A config read from a file reloads when its files change (polled every `watch_interval_s`;
     None: never) and on SIGHUP (`proxy.serving.reload`). `on_started` runs once the lifespan
-    has opened everything, before any request (`curator serve` freezes what startup made).
-    """
-
+    has opened everything, before any request (`curator serve` freezes what startup made);
+    the admin listener (`metrics.port`) serves `admin_socket` when given, bound already."""
     inflight = Inflight()  # the guard counts, curation reads
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
             # Per worker process: the audit writer's thread does not survive a fork.
-            seen = await stack.enter_async_context(open_observability(config, observers))
+            observing = open_observability(config, observers, admin_socket=admin_socket)
+            seen = await stack.enter_async_context(observing)
             edge = await open_edge(stack, config, transport, seen, max_body_bytes)
             reloader = await stack.enter_async_context(
                 reloading(

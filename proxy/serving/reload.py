@@ -258,15 +258,22 @@ def _add_sighup(handler: Callable[[], None]) -> signal.Signals | None:
 def serve_workers(config: uvicorn.Config, sock: socket.socket | None = None) -> None:
     """Run `config.workers` worker processes as `uvicorn.run` does, except that SIGHUP makes
     every worker reload its config in place (validated, swapped, counted, caches kept)
-    instead of uvicorn's default of replacing the workers."""
+    instead of uvicorn's default of replacing the workers, and that a worker failing to
+    start makes the parent exit 3, not 0."""
     # Imported here: only the parent process supervises (and this also loads watchfiles).
+    from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
     class Supervisor(Multiprocess):
         def handle_hup(self) -> None:
             forward_sighup(self.processes)
 
-    Supervisor(config, sockets=[sock or config.bind_socket()]).run()
+    supervisor = Supervisor(config, sockets=[sock or config.bind_socket()])
+    supervisor.run()
+    # uvicorn stops every worker once one failed to start, then returns as after a clean
+    # stop: exit with the failure, as one worker does.
+    if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes):
+        raise SystemExit(STARTUP_FAILURE)
 
 
 def forward_sighup(processes: Sequence[Process]) -> int:

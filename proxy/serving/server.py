@@ -14,8 +14,10 @@ removes on exit). Workers are spawned, so they import prometheus_client with it 
 
 Connections are served by `proxy.serving.connection_guard` (head size, header and body
 timeouts, max connections) around uvicorn's httptools parser. The listening socket is bound before
-anything says "listening": a port in use is reported with its address and the OS error,
-and the process exits 1.
+anything says "listening", and so is the admin listener's (`metrics.port`): a port in use
+is reported in one line with its setting, address and the OS error, and the process exits 1
+(`proxy.serving.listeners`). A worker that fails to start exits 3 (uvicorn's status), and so
+does the parent, whatever the worker count.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import socket
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from importlib.util import find_spec
 from types import FrameType
 from typing import Any, NoReturn
@@ -48,6 +50,7 @@ from proxy.priority import shorten_slice
 from proxy.serving.app import create_app
 from proxy.serving.conn_limits import check_fd_budget, conn_limits, raise_fd_limit
 from proxy.serving.edge import preload
+from proxy.serving.listeners import bind_admin, bind_listener
 from proxy.serving.reload import serve_workers
 from proxy.serving.slim import release_rs_bpe_pages, slim_tiktoken
 
@@ -103,10 +106,11 @@ def _http_protocol(limits: Limits) -> Any:
     return functools.partial(GuardedHttpToolsProtocol, limits=conn_limits(limits))
 
 
-def build_app(config: Config) -> Starlette:
-    """The production app for `config` (the one place serving assembles it)."""
+def build_app(config: Config, *, admin_socket: socket.socket | None = None) -> Starlette:
+    """The production app for `config` (the one place serving assembles it), its admin
+    listener on `admin_socket` when given (`proxy.serving.listeners.bind_admin`)."""
     prepare_process(config)
-    return create_app(config, on_started=worker_started)
+    return create_app(config, on_started=worker_started, admin_socket=admin_socket)
 
 
 def prepare_process(config: Config) -> None:
@@ -191,6 +195,7 @@ def serve(
     # a process killed by SIGTERM (143). Before uvicorn starts, SIGTERM exits at once.
     signal.signal(signal.SIGTERM, _exit_zero)
     sock = bind_listener(host, port)
+    admin = bind_admin(listening_on(config, host), workers)
     log.info(
         "context-curator listening on http://%s:%d (%d worker%s, config %s, %s + %s)",
         host,
@@ -203,9 +208,9 @@ def serve(
     )
     if (notice := viewer_notice(config, host, port)) is not None:
         log.info("%s", notice)
-    with sock, multiprocess_metrics(config, workers):
+    with sock, admin or nullcontext(), multiprocess_metrics(config, workers):
         if workers == 1:
-            app = build_app(listening_on(config, host))
+            app = build_app(listening_on(config, host), admin_socket=admin)
             server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, **options))
             with suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C is a clean stop
                 server.run(sockets=[sock])
@@ -213,22 +218,6 @@ def serve(
                 raise SystemExit(STARTUP_FAILURE)
             return
         _serve_workers(host, port, workers, options, config_path, sock)
-
-
-def bind_listener(host: str, port: int) -> socket.socket:
-    """The listening socket, bound as uvicorn binds it; exits 1 saying what failed."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        shown = f"[{host}]" if family == socket.AF_INET6 else host
-        log.error("cannot listen on %s:%d: %s", shown, port, exc.strerror or exc)
-        raise SystemExit(1) from None
-    sock.set_inheritable(True)  # worker processes serve it too
-    return sock
 
 
 def _exit_zero(_signum: int, _frame: FrameType | None) -> NoReturn:

@@ -18,7 +18,15 @@ from urllib.parse import unquote
 import orjson
 from markupsafe import Markup
 
-from proxy.observability.audit.readers.query import MAX_LIMIT, Query, Reader, record_conversation
+from proxy.observability.audit.readers.query import (
+    MAX_LIMIT,
+    BadInput,
+    Query,
+    Reader,
+    record_conversation,
+)
+from proxy.observability.audit.sinks.base import StoreUnavailable
+from proxy.observability.exchange import new_id
 from proxy.viewer import conversation_page, overview_page, request_page, requests_page
 from proxy.viewer.auth import (
     AdminKeys,
@@ -37,6 +45,7 @@ log = logging.getLogger("curator.viewer")
 OpenReader = Callable[[], Reader]
 OVERVIEW_CAP = 20_000
 """Records the overview adds up at most (newest first)."""
+REQUEST_ID = "x-curator-request-id"
 STATIC = {"viewer.css": "text/css; charset=utf-8", "viewer.js": "text/javascript; charset=utf-8"}
 
 
@@ -50,7 +59,22 @@ class Viewer:
         self.prefix = prefix.rstrip("/")
 
     def handle(self, request: ViewRequest) -> Reply:
-        """The reply to one request; never raises for a store problem (it becomes a page)."""
+        """The reply to one request; never raises. A store that is missing or down is a 503
+        page, input the store refuses (`BadInput`) a 400, and anything else (a bug) a 500
+        naming a request id, which the log's traceback names too."""
+        try:
+            return self._handle(request)
+        except Exception:
+            rid = new_id()
+            log.exception("viewer: %s %s failed, request id %s", request.method, request.path, rid)
+            main = Markup(
+                "<h1>Internal error</h1><p>The viewer failed to answer. The proxy's log has "
+                "the details under request id <code>{}</code>.</p>"
+            ).format(rid)
+            reply = self._page(500, "Internal error", main)
+            return Reply(reply.status, reply.body, reply.content_type, ((REQUEST_ID, rid),))
+
+    def _handle(self, request: ViewRequest) -> Reply:
         if request.path in ("/login", "/logout"):
             return self._session(request)
         if request.method not in ("GET", "HEAD"):
@@ -62,6 +86,20 @@ class Viewer:
         except FileNotFoundError as exc:
             return self._page(
                 503, "No audit store", Markup("<h1>No audit store</h1><p>{}</p>").format(exc)
+            )
+        except BadInput as exc:
+            return self._page(
+                400, "Bad request", Markup("<h1>Bad request</h1><p>{}</p>").format(exc)
+            )
+        except StoreUnavailable as exc:
+            log.warning("viewer: the audit store is unavailable: %s", exc)
+            return self._page(
+                503,
+                "Store unavailable",
+                Markup(
+                    "<h1>The audit store is unavailable</h1><p>{}</p>"
+                    "<p>Try again once it is back.</p>"
+                ).format(exc),
             )
         except sqlite3.DatabaseError as exc:
             log.warning("viewer: cannot read the audit store: %s", exc)

@@ -27,6 +27,9 @@ class HealthDetail:
     state: str
     since: float | None = None
     failures: int = 0
+    spool: tuple[int, int, float] | None = None
+    """With a disk spool (`audit.spool`): the records it holds, its bytes, and how long
+    ago its oldest record was spooled (seconds)."""
 
 
 class StoreHealth:
@@ -39,8 +42,10 @@ class StoreHealth:
         first_s: float = BACKOFF_FIRST_S,
         max_s: float = BACKOFF_MAX_S,
         clock: Callable[[], float] = time.time,
+        keeping: str = "in memory (queued records beyond audit.max_queue are dropped and counted)",
     ) -> None:
         self._log = logger
+        self._keeping = keeping
         self._first = first_s
         self._max = max_s
         self._clock = clock
@@ -58,10 +63,11 @@ class StoreHealth:
             failures = self._failures
         if first:
             self._log.error(
-                "audit: the store is unavailable (%s); holding %d records and retrying "
-                "with backoff (queued records beyond audit.max_queue are dropped and counted)",
+                "audit: the store is unavailable (%s); holding %d records %s, retrying "
+                "with backoff",
                 reason,
                 held,
+                self._keeping,
             )
         return float(min(self._max, self._first * 2 ** min(failures - 1, 16)))
 
@@ -90,13 +96,16 @@ class Reports(Protocol):
 
 
 def health_body(audit: Reports | None) -> bytes:
-    """`/healthz`'s JSON: `{"status":"ok"}`, plus the audit's state while it is degraded."""
+    """`/healthz`'s JSON: `{"status":"ok"}`, plus the audit's state while it is degraded or
+    its disk spool holds records (`"spool": {"records", "bytes", "age_s"}`)."""
     detail = None if audit is None else audit.health()
-    if detail is None or detail.state == "ok":
+    spooled = detail is not None and detail.spool is not None and detail.spool[0] > 0
+    if detail is None or (detail.state == "ok" and not spooled):
         return b'{"status":"ok"}'
-    return orjson.dumps(
-        {
-            "status": "ok",
-            "audit": {"state": detail.state, "since": detail.since, "tries": detail.failures},
-        }
-    )
+    shown: dict[str, object] = {"state": detail.state}
+    if detail.state != "ok":
+        shown.update(since=detail.since, tries=detail.failures)
+    if detail.spool is not None:
+        records, size, age = detail.spool
+        shown["spool"] = {"records": records, "bytes": size, "age_s": round(age, 3)}
+    return orjson.dumps({"status": "ok", "audit": shown})

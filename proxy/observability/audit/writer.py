@@ -12,9 +12,9 @@ A batch the sink rejects counts its records as failed and logs loudly, at a boun
 A store that is unavailable (`StoreUnavailable`: database down, connection lost, disk full,
 read-only, an unwritable path) keeps its batch: the thread retries it with backoff while
 new entries wait in the queue, up to `max_queue`, past which they are dropped and counted;
-`health()` says so, for `/healthz`. Create one writer per process (in the app's lifespan):
-threads do not survive the fork that starts `--workers`. A process of its own instead was
-measured slower and worse for the event loop (README, Performance). Jobs queued with
+`health()` says so, for `/healthz` (a remote store's disk spool: `audit.spool`). One writer
+per process (in the app's lifespan): threads do not survive the fork that starts `--workers`;
+a process of its own was measured slower and worse for the loop (README). Jobs queued with
 `run_soon` run in order with the records: the metrics' uncurated-cost job needs the
 counterfactual the record's build computes anyway (one thread waking, not two: -80 us).
 """
@@ -137,7 +137,9 @@ class AuditWriter:
         return AuditStats(**counts, queue_depth=self._queue.qsize())
 
     def health(self) -> HealthDetail:
-        return self._health.detail()
+        # A sink that tracks its store itself (`audit.spool.sink`) reports for it.
+        sinks: Callable[[], HealthDetail] | None = getattr(self._sink, "health", None)
+        return sinks() if sinks is not None else self._health.detail()
 
     def close(self, timeout: float = 10.0) -> bool:
         """Write what is queued, then stop. False if that did not finish within `timeout`."""

@@ -46,6 +46,7 @@ from proxy.observability.metrics.lag import LagFamilies
 from proxy.observability.metrics.loop import LoopCounter, LoopGauge, LoopHistogram
 from proxy.observability.metrics.multiproc import MULTIPROC_ENV, forget_dead_workers
 from proxy.observability.metrics.spend import SpendFamilies
+from proxy.observability.metrics.spool import SpoolFamilies
 from proxy.observability.metrics.summarizer import SummarizerFamilies
 
 # Curation is sub-millisecond warm and ~100 ms cold; upstreams take seconds to minutes.
@@ -94,6 +95,7 @@ class Metrics:
         self.spend = SpendFamilies(self._loop_counter, self._counter)
         self.summarizer = SummarizerFamilies(self._loop_counter)
         self.loop_lag = LagFamilies(self._loop_histogram, self.registry)
+        self.spool = SpoolFamilies(self.registry)
         # Families with closed label sets show every series from the start.
         for reason in REJECT_REASONS:
             self.rejected.labels(reason)

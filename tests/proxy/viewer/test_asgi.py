@@ -9,6 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
+from proxy.observability.audit.readers.query import BadInput
+from proxy.observability.audit.sinks.base import StoreUnavailable
 from proxy.viewer.app import Viewer
 from proxy.viewer.asgi import ViewerApp
 from proxy.viewer.auth import AdminKeys
@@ -192,3 +194,26 @@ def test_the_path_reaches_the_viewer_encoded_as_on_the_admin_listener() -> None:
         asyncio.run(app(scope, exchange.receive, exchange.send))
     assert [r.path for r in viewer.requests] == ["/requests/ab%3Fc%2525"] * 2
     assert [dict(r.query) for r in viewer.requests] == [{}, {}]
+
+
+def test_store_problems_and_bugs_are_answered_on_the_client_port_too() -> None:
+    # viewer.public: the same pages as on the admin listener, never an exception to the server.
+    def down() -> Any:
+        raise StoreUnavailable("postgres: connection refused")
+
+    def bad() -> Any:
+        raise BadInput("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+
+    def bug() -> Any:
+        raise RuntimeError("a reader bug")
+
+    answers = {}
+    for name, open_reader in (("down", down), ("bad", bad), ("bug", bug)):
+        app = ViewerApp(Viewer(open_reader, AdminKeys(()), prefix=PREFIX), PREFIX)
+        answers[name] = Exchange(app).run("GET", f"{PREFIX}/requests")
+    assert answers["down"].status == 503
+    assert "connection refused" in answers["down"].body.decode()
+    assert answers["bad"].status == 400
+    assert answers["bug"].status == 500
+    rid = dict(answers["bug"].headers)["x-curator-request-id"]
+    assert f"<code>{rid}</code>" in answers["bug"].body.decode()

@@ -4,14 +4,18 @@ replica's records.
 The viewer's `search` filters on columns in SQL; a conversation or text filter is checked
 on full records with `query.matches`, the reference semantics, a chunk at a time.
 
+A psycopg error is mapped as it happens (`_rows`): unavailability (the server gone
+mid-read, a statement timeout) to `StoreUnavailable`, a value the server refuses (a NUL
+byte in a filter or an id: `psycopg.DataError`) to `query.BadInput`.
+
 The connection is read-only (it works against a hot standby) and autocommit, so a long
 `export` holds no transaction open on the primary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, LiteralString
 
 import orjson
 import psycopg
@@ -20,6 +24,7 @@ from proxy.observability.audit.readers.base import resolve_tools, stored_summary
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
+    BadInput,
     Page,
     Query,
     clamp,
@@ -50,23 +55,19 @@ class PostgresReader:
 
     def summaries(self, *, limit: int, route: str | None = None) -> list[dict[str, Any]]:
         """The newest records, newest first, without their messages."""
-        rows = self._conn.execute(
+        rows = self._rows(
             "SELECT fields, length(original), length(curated) FROM audit_records "
             "WHERE %s::text IS NULL OR route = %s ORDER BY time DESC, uid LIMIT %s",
             (route, route, limit),
-        ).fetchall()
+        )
         return [stored_summary(*row) for row in rows]
 
     def get(self, record_id: str) -> dict[str, Any] | None:
         """The record with this id, or the only one whose id starts with it."""
-        rows = self._conn.execute(
-            _FULL + "WHERE id = %s ORDER BY time DESC LIMIT 1", (record_id,)
-        ).fetchall()
+        rows = self._rows(_FULL + "WHERE id = %s ORDER BY time DESC LIMIT 1", (record_id,))
         if not rows:
             pattern = record_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            rows = self._conn.execute(
-                _FULL + "WHERE id LIKE %s LIMIT 2", (pattern + "%",)
-            ).fetchall()
+            rows = self._rows(_FULL + "WHERE id LIKE %s LIMIT 2", (pattern + "%",))
             if len(rows) > 1:
                 raise LookupError(f"several records have ids starting with {record_id!r}")
         return self._full(*rows[0]) if rows else None
@@ -76,12 +77,12 @@ class PostgresReader:
         end = float("inf") if until is None else until
         after = (since, b"")
         while True:
-            rows = self._conn.execute(
+            rows = self._rows(
                 "SELECT time, uid, fields, original, curated FROM audit_records "
                 "WHERE (time, uid) > (%s, %s) AND time >= %s AND time < %s "
                 "ORDER BY time, uid LIMIT %s",
                 (*after, since, end, CHUNK),
-            ).fetchall()
+            )
             for _, _, fields, original, curated in rows:
                 yield self._full(fields, original, curated)
             if len(rows) < CHUNK:
@@ -97,11 +98,11 @@ class PostgresReader:
         rows: list[dict[str, Any]] = []
         offset = 0
         while len(rows) < wanted:
-            chunk = self._conn.execute(
+            chunk = self._rows(
                 "SELECT time, fields, original, curated FROM audit_records"
                 f"{where} ORDER BY time DESC, uid LIMIT %s OFFSET %s".encode(),
                 [*params, CHUNK if scan else wanted, offset],
-            ).fetchall()
+            )
             for when, fields, original, curated in chunk:
                 record = self._full(fields, original, curated)
                 if not scan or matches(record, when, query):
@@ -119,7 +120,7 @@ class PostgresReader:
                 f"SELECT DISTINCT {column} FROM audit_records WHERE {column} IS NOT NULL "
                 f"ORDER BY {column} LIMIT {FACET_LIMIT}"
             )
-            out[column] = [str(value) for (value,) in self._conn.execute(sql.encode())]
+            out[column] = [str(value) for (value,) in self._rows(sql.encode())]
         return out
 
     def _full(self, fields: bytes, original: bytes, curated: bytes | None) -> dict[str, Any]:
@@ -134,11 +135,24 @@ class PostgresReader:
         unique = list(dict.fromkeys(digests))
         found = {
             digest: orjson.loads(body)
-            for digest, body in self._conn.execute(
+            for digest, body in self._rows(
                 "SELECT hash, body FROM audit_messages WHERE hash = ANY(%s::bytea[])", (unique,)
             )
         }
         return [found.get(d, {"missing": d.hex()}) for d in digests]
+
+    def _rows(
+        self, sql: LiteralString | bytes, params: Sequence[Any] | None = None
+    ) -> list[tuple[Any, ...]]:
+        """All rows `sql` selects, psycopg's errors mapped (see the module docstring)."""
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except psycopg.DataError as exc:
+            raise BadInput(schema.scrub(str(exc)).strip()) from None
+        except psycopg.Error as exc:
+            if schema.unavailable(exc):
+                raise StoreUnavailable(f"postgres: {schema.scrub(str(exc)).strip()}") from None
+            raise
 
     def close(self) -> None:
         self._conn.close()

@@ -56,6 +56,11 @@ class Query:
     offset: int = 0
 
 
+class BadInput(ValueError):
+    """A read the store refuses for what it was asked, not for its own state (PostgreSQL:
+    a NUL byte in a text filter or an id): the asker's mistake, a 400, never a 503."""
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     """One page of summaries (records without their messages), and whether more follow."""

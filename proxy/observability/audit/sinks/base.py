@@ -135,6 +135,9 @@ class SinkType:
     """An own key that may give the location instead of `path` (postgres: `dsn`)."""
     migrate: Migrator | None = None
     """For stores with a versioned schema (`curator audit migrate`)."""
+    remote: bool = False
+    """A store over the network (postgres): records wait in a disk spool while it is down
+    (`audit.spool`)."""
     by_reference: bool = False
     """The store keeps each message once, by digest: its records need not carry the bodies
     of messages the writer has seen before (`RecordBuilder`'s `by_reference`)."""

@@ -75,5 +75,6 @@ SINK = SinkType(
     retention=("retention_days", "max_age_days"),
     location_key="dsn",
     migrate=_migrate,
+    remote=True,
     by_reference=True,
 )

@@ -1,0 +1,1 @@
+"""The disk spool between the audit writer and a remote store (`audit.spool`)."""
