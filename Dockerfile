@@ -20,7 +20,7 @@ COPY policies/ policies/
 COPY proxy/ proxy/
 RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/curator \
- && /opt/curator/bin/pip install "$(ls /wheels/*.whl)[fast,postgres]"
+ && /opt/curator/bin/pip install "$(ls /wheels/*.whl)[fast,postgres,otel]"
 # [postgres]: psycopg with its own libpq, for `audit: {dsn: ...}`; nothing to apt-get.
 # tiktoken downloads its BPE files on first use. rs_bpe (the [fast] extra) has both vocabularies
 # compiled in, so policies.bpe_files rebuilds the official files from it, with no download; then

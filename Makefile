@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # What serving needs (the Docker image installs the same); the tests add the `test` extra.
-SERVE_EXTRAS := fast,postgres
+SERVE_EXTRAS := fast,postgres,otel
 # No TIKTOKEN_CACHE_DIR needed offline: the tests rebuild tiktoken's BPE files from rs_bpe.
 
 .PHONY: setup run test lint bench clean

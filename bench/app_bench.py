@@ -14,7 +14,10 @@ turn, R rounds:
 
 - passthrough, audit off / SQLite: a route with `preset:passthrough`;
 - default, audit off / SQLite: the config-less defaults (`preset:default`; the last is what
-  `curator serve` runs with no config file).
+  `curator serve` runs with no config file);
+- default, audit off, otel on: the same with OpenTelemetry traces and metrics exported over
+  OTLP/HTTP to a sink in another process that answers every export 200 (its CPU is not
+  counted; the export's own threads are).
 
 The table gives each one's median and spread, and below it what the audit and the default
 preset each add (the medians' differences). Set beside the floor's whole request from
@@ -50,7 +53,29 @@ from proxy.serving.server import freeze_survivors, prepare_process
 from proxy.types import Message
 from proxy.upstream.client import UpstreamRequest
 
-CONFIGS = ("passthrough, audit off", "passthrough, audit sqlite", "default, audit off", "default")
+CONFIGS = (
+    "passthrough, audit off",
+    "passthrough, audit sqlite",
+    "default, audit off",
+    "default",
+    "default, audit off, otel on",
+)
+OTLP_SINK = """
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class Sink(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = HTTPServer(("127.0.0.1", 0), Sink)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"""
+"""An OTLP/HTTP collector stand-in that accepts and discards every export."""
 CONCURRENCY = 32
 WARMUP = 500
 PATH = "/v1/chat/completions"
@@ -85,8 +110,14 @@ class _Stub:
         return _Answer()
 
 
-def config_for(name: str, workdir: Path) -> Config:
-    """The configuration `name` (one of `CONFIGS`), its audit store in `workdir`."""
+def config_for(name: str, workdir: Path, otlp: str | None = None) -> Config:
+    """The configuration `name` (one of `CONFIGS`), its audit store in `workdir`; `otlp`: the
+    collector's URL for the otel one."""
+    if name.endswith("otel on"):
+        from proxy.config.otel import OtelConfig
+
+        config = config_for(name.removesuffix(", otel on"), workdir)
+        return dataclasses.replace(config, otel=OtelConfig(enabled=True, endpoint=otlp))
     if name.startswith("default"):
         config = default_config({"CURATOR_UPSTREAM": STUB_UPSTREAM})
         path = str(workdir / "audit.sqlite")
@@ -188,9 +219,16 @@ async def _request(app: Any, state: Mapping[str, Any], body: bytes) -> None:
 def _child(name: str, requests: int) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    with tempfile.TemporaryDirectory() as workdir:
-        config = config_for(name, Path(workdir))
-        print(json.dumps({"us": uvloop.run(_measure(config, requests))}))
+    sink = subprocess.Popen([sys.executable, "-c", OTLP_SINK], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sink.stdout is not None
+        otlp = f"http://127.0.0.1:{sink.stdout.readline().strip()}"
+        with tempfile.TemporaryDirectory() as workdir:
+            config = config_for(name, Path(workdir), otlp)
+            print(json.dumps({"us": uvloop.run(_measure(config, requests))}))
+    finally:
+        sink.kill()
+        sink.wait()
 
 
 def _run_child(name: str, requests: int) -> float:
@@ -226,7 +264,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| {name} | {medians[name]:.0f} | {spread} |")
     audit = medians["default"] - medians["default, audit off"]
     preset = medians["default, audit off"] - medians["passthrough, audit off"]
+    otel = medians["default, audit off, otel on"] - medians["default, audit off"]
     print(f"\nthe SQLite audit adds {audit:.0f} us, the default preset {preset:.0f} us")
+    print(f"OpenTelemetry export (traces and metrics, OTLP/HTTP) adds {otel:.0f} us")
 
 
 if __name__ == "__main__":

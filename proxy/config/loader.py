@@ -28,12 +28,17 @@ from proxy.config.auth import AuthConfig, read_auth
 from proxy.config.limits import LIMIT_KEYS, Limits, read_limits
 from proxy.config.metrics import MetricsConfig, read_metrics
 from proxy.config.models import read_models
+from proxy.config.otel import OtelConfig, read_otel
 from proxy.config.prices import read_prices
 from proxy.config.routes import MODES as MODES
 from proxy.config.routes import Mode as Mode
 from proxy.config.routes import Route as Route
 from proxy.config.routes import RouteMatch as RouteMatch
 from proxy.config.routes import read_routes
+from proxy.config.stamps import NO_SOURCES
+from proxy.config.stamps import ConfigFileError as ConfigFileError
+from proxy.config.stamps import FileStamp as FileStamp
+from proxy.config.stamps import file_stamp as file_stamp
 from proxy.config.upstreams import UpstreamConfig as UpstreamConfig
 from proxy.config.upstreams import base_url_problem, read_upstreams
 from proxy.config.viewer import ViewerConfig, read_viewer
@@ -60,7 +65,7 @@ class Config:
     policies: Mapping[str, Policy]
     routes: tuple[Route, ...]
     models: ModelTable = field(default_factory=ModelTable)
-    sources: Mapping[str, FileStamp | None] = field(default_factory=lambda: _NO_SOURCES)
+    sources: Mapping[str, FileStamp | None] = field(default_factory=lambda: NO_SOURCES)
     """Every file this config was read from (itself, then policy files), each with its
     stamp from just before it was read: a reload watcher compares against these."""
     audit: AuditConfig = field(default_factory=lambda: AuditConfig(sink="none"))
@@ -70,29 +75,8 @@ class Config:
     prices: PriceTable = field(default_factory=PriceTable)
     """Model glob -> price per million tokens: the `prices:` section, then built-ins."""
     viewer: ViewerConfig = field(default_factory=ViewerConfig)
-
-
-FileStamp = tuple[int, int, int]
-"""(mtime_ns, size, inode): when it changes, the file did (renamed-in copies included)."""
-_NO_SOURCES: Mapping[str, FileStamp | None] = types.MappingProxyType({})
-
-
-def file_stamp(path: str) -> FileStamp | None:
-    """The file's stamp now, None when it cannot be read."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_mtime_ns, st.st_size, st.st_ino
-
-
-class ConfigFileError(ConfigError):
-    """`load_config`'s error: the problems, plus every file the config named with its stamp
-    (so a reload watcher also notices the fix of a policy file the running config lacks)."""
-
-    def __init__(self, problems: list[Problem], sources: Mapping[str, FileStamp | None]) -> None:
-        super().__init__(problems)
-        self.sources = sources
+    otel: OtelConfig = field(default_factory=OtelConfig)
+    """OpenTelemetry export: off unless `otel.enabled`."""
 
 
 def load_config(
@@ -170,6 +154,7 @@ class _Build:
     auth: AuthConfig = field(default_factory=AuthConfig)
     prices: PriceTable = field(default_factory=PriceTable)
     viewer: ViewerConfig = field(default_factory=ViewerConfig)
+    otel: OtelConfig = field(default_factory=OtelConfig)
     sources: dict[str, FileStamp | None] = field(default_factory=dict)
     """The config file, then the policy files it names (found or not: a reload watches)."""
     # Names declared even when invalid, so a route naming one gets no second error.
@@ -197,6 +182,7 @@ class _Build:
             auth=self.auth,
             prices=self.prices,
             viewer=self.viewer,
+            otel=self.otel,
         )
 
 
@@ -279,6 +265,10 @@ def _viewer(build: _Build, value: object, path: KeyPath) -> None:
     build.viewer = read_viewer(build.read, value, path, admin_keys=build.auth.admin_keys)
 
 
+def _otel(build: _Build, value: object, path: KeyPath) -> None:
+    build.otel = read_otel(build.read, value, path)
+
+
 SECTIONS: Mapping[str, Callable[[_Build, object, KeyPath], None]] = types.MappingProxyType(
     {
         "server": _server,
@@ -294,6 +284,7 @@ SECTIONS: Mapping[str, Callable[[_Build, object, KeyPath], None]] = types.Mappin
         "prices": _prices,
         # After `auth`: a public viewer needs admin keys.
         "viewer": _viewer,
+        "otel": _otel,
     }
 )
 """Top-level section -> its parser, in the order they run; a new section is one entry."""

@@ -274,6 +274,7 @@ def curated_plan(
     record.actions, record.tools_tokens = result.actions, result.tools_tokens
     record.tokens_before, record.tokens_after = result.tokens_before, result.tokens_after
     record.curation_s = perf_counter() - started
+    record.curation_started = started
     record.summary = summary
     headers = curated_headers(request.route, request.choice, result)
     if request.window_assumed:

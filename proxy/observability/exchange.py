@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from policies.base import Action
 from policies.messages import Message
@@ -102,6 +102,8 @@ class ExchangeRecord:
     """The tool definitions' tokens, as the budget counted them (`CurationResult`)."""
     curation_s: float | None = None
     """Time spent curating, a summarizer's model calls included."""
+    curation_started: float | None = None
+    """`perf_counter()` when curating began (the trace's curation span starts there)."""
     summary: SummaryStats | None = None
     """What summarizers did (calls, cache hits, failures, tokens); None without one."""
     # -- the response ------------------------------------------------------------------
@@ -137,6 +139,8 @@ class ExchangeRecord:
     subcall: Literal["summary", "rescued"] | None = None
     """What such a call was: a summarizer's, or the attempt an overflow rescue replaced
     (`rescued`); None for a client's request."""
+    trace: Trace | None = None
+    """The request's open span, when OpenTelemetry traces are on (`proxy.observability.otel`)."""
 
     def small(self) -> bool:
         """Whether the request and the response kept of it are `SMALL_BYTES` or fewer; False
@@ -199,6 +203,23 @@ def recording(complete: Complete, calls: list[SummaryCall]) -> Complete:
         return completion
 
     return record
+
+
+class Trace(Protocol):
+    """A request's open span (`proxy.observability.otel.trace`); only the otel observer
+    looks inside. Typed here so serving never imports the OpenTelemetry SDK."""
+
+    def carry(
+        self, headers: list[tuple[bytes, bytes]], upstream_url: str
+    ) -> list[tuple[bytes, bytes]]:
+        """The upstream request's headers, carrying this span's trace context."""
+        ...
+
+
+class Tracer(Protocol):
+    """Starts a request's span from its headers (`proxy.observability.otel.trace.Tracing`)."""
+
+    def start(self, headers: Sequence[tuple[bytes, bytes]]) -> Trace: ...
 
 
 Observer = Callable[[ExchangeRecord], None]

@@ -30,7 +30,7 @@ from proxy.observability.audit.configured import open_audit
 from proxy.observability.audit.observer import AuditObserver
 from proxy.observability.audit.sinks.base import STDOUT
 from proxy.observability.audit.writer import AuditWriter, WriteOutcome
-from proxy.observability.exchange import Observer
+from proxy.observability.exchange import Observer, Tracer
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.metrics.labels import labels_for
 from proxy.observability.metrics.multiproc import mark_worker_dead
@@ -59,6 +59,8 @@ class Observability:
     audit: AuditWriter | None
     observers: tuple[Observer, ...]
     turns: Turns = field(default_factory=Turns)
+    tracing: Tracer | None = None
+    """Starts each request's span when OpenTelemetry traces are on (`otel:`)."""
 
     def config_reloaded(self, result: str, config: Config | None) -> None:
         """`reloading(on_reload=...)`: count the reload; a good one brings new label values."""
@@ -92,6 +94,7 @@ async def open_observability(
     async with AsyncExitStack() as stack:
         if audit is not None:
             stack.push_async_callback(_close_writer, audit)
+        tracing = await _open_otel(stack, config, metrics, observers)
         if metrics is not None:
             stack.callback(metrics.spend.thread.close)
             lag = metrics.loop_lag.monitor()
@@ -115,7 +118,28 @@ async def open_observability(
                     sock=admin_socket,
                 )
             )
-        yield Observability(metrics, audit, tuple(observers), turns)
+        yield Observability(metrics, audit, tuple(observers), turns, tracing)
+
+
+async def _open_otel(
+    stack: AsyncExitStack, config: Config, metrics: Metrics | None, observers: list[Observer]
+) -> Tracer | None:
+    """OpenTelemetry, when `otel.enabled`: its observer joins `observers` (imported only
+    then: the SDK is an optional extra)."""
+    if not config.otel.enabled:
+        return None
+    from proxy.observability.otel import open_otel
+
+    dropped = metrics.otel.dropped if metrics is not None else _uncounted
+    otel = await stack.enter_async_context(open_otel(config, dropped))
+    if otel is None:  # OTEL_SDK_DISABLED, or both signals' exporters set to none
+        return None
+    observers.append(otel.observer)
+    return otel.tracing
+
+
+def _uncounted(_signal: str, _reason: str, _count: int) -> None:
+    """Drops go uncounted without the metrics (`metrics.enabled: false`)."""
 
 
 def viewer_on(config: Config) -> bool:

@@ -14,7 +14,7 @@ from policies.tokens import TokenCounter
 from proxy.config.loader import Config
 from proxy.curation.plan import CurationSetup
 from proxy.curation.thread import CurationThread
-from proxy.observability.exchange import Observer
+from proxy.observability.exchange import Observer, Tracer
 from proxy.observability.metrics.families import Metrics
 from proxy.observability.observers import Observability
 from proxy.observability.usage.counterfactual import Counterfactuals
@@ -49,6 +49,8 @@ class Edge:
     """None when `metrics.enabled` is false."""
     counterfactuals: Counterfactuals = field(default_factory=Counterfactuals)
     """Each conversation's uncurated prompts, for the counterfactual cost (kept on reload)."""
+    tracing: Tracer | None = None
+    """Starts each request's span; None unless OpenTelemetry traces are on."""
 
     def serving(
         self, config: Config, curation: CurationSetup, caches: Mapping[str, SummaryCache]
@@ -115,4 +117,5 @@ async def open_edge(
         route_by_headers=by_headers,
         route_by_model=by_model,
         metrics=seen.metrics,
+        tracing=seen.tracing,
     )

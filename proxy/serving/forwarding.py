@@ -84,6 +84,8 @@ class _Exchange:
         self.edge = edge
         self.started = perf_counter()
         self.record = ExchangeRecord(new_id(), time.time(), scope["method"], scope["path"])
+        if edge.tracing is not None:
+            self.record.trace = edge.tracing.start(scope["headers"])
         self.relay = Relay(self.record.id)
         self.headers: list[tuple[bytes, bytes]] = [
             (b"x-curator-request-id", self.record.id.encode())
@@ -139,10 +141,13 @@ class _Exchange:
         record.route = route.name
         upstream = edge.config.upstreams[route.upstream]
         record.upstream = upstream.name
+        sent = request_headers(scope["headers"], upstream.api_key)
+        if record.trace is not None:
+            sent = record.trace.carry(sent, upstream.base_url)
         return UpstreamRequest(
             method=record.method,
             url=upstream_url(upstream.base_url, target, scope["query_string"]),
-            headers=request_headers(scope["headers"], upstream.api_key),
+            headers=sent,
             body=body,
             connect_timeout_s=upstream.connect_timeout_s,
             read_timeout_s=upstream.read_timeout_s,
@@ -188,9 +193,9 @@ class _Exchange:
             authorization=authorization,
             route_upstream=route.upstream,
         )
-        if not edge.config.audit.enabled:
+        if not edge.config.audit.enabled and self.record.trace is None:
             return services
-        # Each model call gets its own audit record, linked to this request.
+        # Each model call gets its own audit record and span, linked to this request.
         return replace(services, complete=recording(services.complete, self.summary_calls))
 
     def _credential(self) -> str | None:

@@ -231,6 +231,8 @@ def test_the_app_bench_gives_every_configuration_a_row_and_the_differences() -> 
         "passthrough, audit sqlite",
         "default, audit off",
         "default",
+        "default, audit off, otel on",
     }
     assert all(float(us) > 0 for us in rows.values())
-    assert "the SQLite audit adds" in out.splitlines()[-1]
+    assert "the SQLite audit adds" in out.splitlines()[-2]
+    assert "OpenTelemetry export (traces and metrics, OTLP/HTTP) adds" in out.splitlines()[-1]

@@ -45,6 +45,7 @@ from proxy.observability.metrics.labels import (
 from proxy.observability.metrics.lag import LagFamilies
 from proxy.observability.metrics.loop import LoopCounter, LoopGauge, LoopHistogram
 from proxy.observability.metrics.multiproc import MULTIPROC_ENV, forget_dead_workers
+from proxy.observability.metrics.otel import OtelFamilies
 from proxy.observability.metrics.spend import SpendFamilies
 from proxy.observability.metrics.spool import SpoolFamilies
 from proxy.observability.metrics.summarizer import SummarizerFamilies
@@ -94,6 +95,7 @@ class Metrics:
         """Calibration, assumed windows and overflow rescues (`proxy.upstream.facts`)."""
         self.spend = SpendFamilies(self._loop_counter, self._counter)
         self.summarizer = SummarizerFamilies(self._loop_counter)
+        self.otel = OtelFamilies(self._counter)
         self.loop_lag = LagFamilies(self._loop_histogram, self.registry)
         self.spool = SpoolFamilies(self.registry)
         # Families with closed label sets show every series from the start.
