@@ -121,7 +121,12 @@ class _Exchange:
         record.request_bytes = len(body)
         protocol = protocol_for(record.method, record.path)
         if protocol is not None:
-            wanted = edge.route_by_headers or has_header(scope["headers"], POLICY_HEADER_RAW)
+            # A Messages request's `anthropic-beta` may ask for the 1M window.
+            wanted = (
+                edge.route_by_headers
+                or protocol.vendor == "anthropic"
+                or has_header(scope["headers"], POLICY_HEADER_RAW)
+            )
             headers = header_map(scope["headers"]) if wanted else {}
             planned = await plan(protocol, body, headers, edge.curation, record, self._services_for)
             self.planned = planned
