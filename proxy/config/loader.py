@@ -247,15 +247,10 @@ def _summarizer_upstreams(build: _Build, policy: Policy, path: KeyPath) -> None:
     """Each summarizer's `upstream` must name a configured upstream (parsed before policies)."""
     declared = build.declared["upstream"]
     for i, curator in enumerate(policy.chain.curators):
-        if not isinstance(curator, Summarizer):
-            continue
-        at = (*path, "curators", i, Summarizer.name, "upstream")
-        if curator.upstream not in declared:
+        if isinstance(curator, Summarizer) and curator.upstream not in declared:
             known = ", ".join(sorted(declared)) or "none"
+            at = (*path, "curators", i, Summarizer.name, "upstream")
             build.problems.add(at, f"unknown upstream {curator.upstream!r}; known: {known}")
-        elif (found := build.upstreams.get(curator.upstream)) and found.kind != "openai":
-            message = f"upstream {curator.upstream!r} is of kind {found.kind}: a summarizer"
-            build.problems.add(at, message + " calls chat completions (kind: openai)")
 
 
 def _routes(build: _Build, value: object, path: KeyPath) -> None:

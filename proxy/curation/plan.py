@@ -42,7 +42,6 @@ from proxy.curation.sharing import SharedTools
 from proxy.curation.thread import CurationThread, in_thread
 from proxy.errors import context_length_exceeded, no_anthropic_upstream, no_route
 from proxy.observability.exchange import BIG_BYTES, ExchangeRecord
-from proxy.protocols.anthropic.counting import claude_hints
 from proxy.protocols.base import WireProtocol, WireRequest
 from proxy.serving.headers import MODE_HEADER, ascii_bytes, curated_headers, policy_headers
 from proxy.serving.routing import PolicyChoice, Router
@@ -226,13 +225,10 @@ def read_request(
     if wire.body is None or wire.skip is not None:
         return _skip(pending, wire.skip or "invalid_json")
     if setup.facts is not None and choice.policy.chain.curators:  # else no budget is made
-        model, facts = wire.model or "", setup.facts
-        pending.hints = hints = facts.hints(route.upstream, model)
+        model, facts, claude = wire.model or "", setup.facts, protocol.vendor == "anthropic"
+        pending.hints = hints = facts.hints(route.upstream, model, headers if claude else None)
         models = setup.counter.models
         pending.window_assumed = facts.assumed(route.upstream, model, choice.policy, models, hints)
-        if protocol.vendor == "anthropic":
-            calibrated = facts.calibration.known(route.upstream, model)
-            pending.hints = claude_hints(hints, headers, calibrated)
     return pending
 
 

@@ -72,8 +72,9 @@ def fake(servers: tuple[FakeAnthropic, str]) -> FakeAnthropic:
 
 
 @pytest.fixture
-def client(servers: tuple[FakeAnthropic, str]) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=servers[1], api_key="sk-ant-client", max_retries=0)
+def client(servers: tuple[FakeAnthropic, str]) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=servers[1], api_key="sk-ant-client", max_retries=0) as c:
+        yield c
 
 
 def test_sync_message_goes_through_curated(

@@ -128,11 +128,11 @@ def _user(
         content = result if isinstance(result, str) else _parts(result, images)
         out.append({"role": "tool", "tool_call_id": uid, "content": content, INDEX: i, SLOT: n})
         n += 1
-    if pending:
-        return "unanswered_tool_use"
     rest = blocks[n:]
     if any(b.get("type") == "tool_result" for b in rest):
         return "result_not_first"
+    if pending:
+        return "unanswered_tool_use"
     if rest or not n:
         out.append({"role": "user", "content": _parts(rest, images), INDEX: i, SLOT: n})
     return None

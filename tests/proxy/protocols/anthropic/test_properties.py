@@ -21,7 +21,10 @@ from tests.fakes import anthropic_rules as rules
 
 COUNTER = TokenCounter()
 LIMITS = Limits()
-PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP4z8DwHwAFAAH/iZk9HQAAAABJRU5ErkJggg=="
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP4z8DwHwAFAAH/"
+    "iZk9HQAAAABJRU5ErkJggg=="
+)
 WORDS = st.sampled_from(["alpha", "beta", "gamma", "delta", "file.py", "def f():", "x = 1"])
 
 
