@@ -81,6 +81,10 @@ class Calibration:
         """The current estimate (1.0 before any sample)."""
         return self._estimates.get((upstream, model), 1.0)
 
+    def known(self, upstream: str, model: str) -> bool:
+        """Whether any sample has arrived for this key."""
+        return (upstream, model) in self._estimates
+
     def scale(self, upstream: str, model: str) -> float:
         """What the budget applies: the estimate when the upstream counts more, else 1.0."""
         return max(1.0, self._estimates.get((upstream, model), 1.0))

@@ -1,4 +1,6 @@
-"""Errors the proxy answers itself, in OpenAI's shape `{"error": {message, type, param, code}}`.
+"""Errors the proxy answers itself, in OpenAI's shape `{"error": {message, type, param, code}}`,
+or, for a request to Anthropic's API, in Anthropic's `{"type": "error", "error": {type, message}}`
+(`ProxyError.body(style)`; the exchange knows its request's vendor, the error does not).
 
 Messages are fixed texts written for the client: they never carry upstream URLs, host
 names, keys or tracebacks, because a proxy error body is visible to whoever sent the
@@ -7,8 +9,24 @@ request. Details go to the log instead.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import orjson
 
+ErrorStyle = Literal["openai", "anthropic"]
+"""Whose error shape a proxy error takes: the API the client was speaking."""
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    504: "timeout_error",
+}
+"""Anthropic's error `type` for each status (any other: `api_error`), as its API documents."""
 JSON_HEADERS: tuple[tuple[bytes, bytes], ...] = ((b"content-type", b"application/json"),)
 
 
@@ -44,7 +62,13 @@ class ProxyError(Exception):
             }
         }
 
-    def body(self) -> bytes:
+    def anthropic_payload(self) -> dict[str, object]:
+        kind = ANTHROPIC_TYPES.get(self.status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": self.message}}
+
+    def body(self, style: ErrorStyle = "openai") -> bytes:
+        if style == "anthropic":
+            return orjson.dumps(self.anthropic_payload())
         return orjson.dumps(self.payload())
 
 
@@ -88,6 +112,16 @@ def no_route() -> ProxyError:
         404,
         "no_route",
         "No route of the proxy's configuration matches this request.",
+    )
+
+
+def no_anthropic_upstream() -> ProxyError:
+    return ProxyError(
+        404,
+        "no_anthropic_upstream",
+        "This proxy has no Anthropic upstream: a request for Anthropic's API is never sent "
+        "to another vendor's upstream. Configure an upstream with kind: anthropic and a "
+        "route to it.",
     )
 
 

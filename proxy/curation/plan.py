@@ -40,7 +40,7 @@ from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.config.loader import Config, Route
 from proxy.curation.sharing import SharedTools
 from proxy.curation.thread import CurationThread, in_thread
-from proxy.errors import context_length_exceeded, no_route
+from proxy.errors import context_length_exceeded, no_anthropic_upstream, no_route
 from proxy.observability.exchange import BIG_BYTES, ExchangeRecord
 from proxy.protocols.base import WireProtocol, WireRequest
 from proxy.serving.headers import MODE_HEADER, ascii_bytes, curated_headers, policy_headers
@@ -110,7 +110,9 @@ class CurationSetup:
     """The config's routes and policies, memoized."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "router", Router(self.config.routes, self.config.policies))
+        kinds = {name: up.kind for name, up in self.config.upstreams.items()}
+        router = Router(self.config.routes, self.config.policies, kinds=kinds)
+        object.__setattr__(self, "router", router)
 
 
 async def plan(
@@ -203,9 +205,9 @@ def read_request(
         setup.tools.share(wire.body)
     if wire.facts is not wire.body and type(wire.facts) is dict:  # Responses' chat-shaped view
         setup.tools.share(wire.facts)
-    route = setup.router.route(record.path, wire.model, headers)
+    route = setup.router.route(record.path, wire.model, headers, protocol.vendor)
     if route is None:
-        raise no_route()
+        raise no_anthropic_upstream() if protocol.vendor == "anthropic" else no_route()
     record.protocol, record.mode, record.model, record.body, record.facts = (
         protocol,
         route.mode,
@@ -223,8 +225,8 @@ def read_request(
     if wire.body is None or wire.skip is not None:
         return _skip(pending, wire.skip or "invalid_json")
     if setup.facts is not None and choice.policy.chain.curators:  # else no budget is made
-        model, facts = wire.model or "", setup.facts
-        pending.hints = hints = facts.hints(route.upstream, model)
+        model, facts, claude = wire.model or "", setup.facts, protocol.vendor == "anthropic"
+        pending.hints = hints = facts.hints(route.upstream, model, headers if claude else None)
         models = setup.counter.models
         pending.window_assumed = facts.assumed(route.upstream, model, choice.policy, models, hints)
     return pending

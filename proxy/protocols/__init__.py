@@ -6,11 +6,12 @@ Every other request under `/v1/` is relayed untouched.
 
 from __future__ import annotations
 
+from proxy.protocols.anthropic.protocol import ANTHROPIC
 from proxy.protocols.base import WireProtocol
 from proxy.protocols.chat import CHAT
 from proxy.protocols.responses.protocol import RESPONSES
 
-PROTOCOLS: tuple[WireProtocol, ...] = (CHAT, RESPONSES)
+PROTOCOLS: tuple[WireProtocol, ...] = (CHAT, RESPONSES, ANTHROPIC)
 
 
 def protocol_for(method: str, path: str) -> WireProtocol | None:

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, Protocol
 
 from policies.messages import Message
 from proxy.config.limits import Limits
+from proxy.protocols.vendor import Vendor
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,11 @@ class WireProtocol(Protocol):
     @property
     def name(self) -> str:
         """Short and stable: the audit record's `kind`, a metrics label value."""
+        ...
+
+    @property
+    def vendor(self) -> Vendor:
+        """Whose API it is: it is routed only to upstreams of that kind."""
         ...
 
     @property

@@ -14,7 +14,7 @@ from policies.summary_io import Services
 from proxy.config.loader import Route as ConfigRoute
 from proxy.curation.plan import Plan, plan
 from proxy.curation.rescue import Overflow, RescuingClient, retry_request
-from proxy.errors import JSON_HEADERS, ProxyError, no_route
+from proxy.errors import JSON_HEADERS, ErrorStyle, ProxyError, no_anthropic_upstream, no_route
 from proxy.observability.audit.capture import BodyCapture
 from proxy.observability.exchange import (
     ExchangeRecord,
@@ -27,6 +27,7 @@ from proxy.observability.usage.spend import Sent, Spend, account
 from proxy.observability.usage.tap import from_wire
 from proxy.protocols import protocol_for
 from proxy.protocols.base import Usage
+from proxy.protocols.vendor import vendor_of
 from proxy.serving.edge import Edge
 from proxy.serving.guard import PROXY_CREDENTIAL
 from proxy.serving.incoming import (
@@ -77,6 +78,7 @@ class _Exchange:
         "scope",
         "started",
         "summary_calls",
+        "vendor",
     )
 
     def __init__(self, scope: Scope, edge: Edge) -> None:
@@ -87,6 +89,8 @@ class _Exchange:
         if edge.tracing is not None:
             self.record.trace = edge.tracing.start(scope["headers"])
         self.relay = Relay(self.record.id)
+        self.vendor = vendor_of(scope["path"], scope["headers"])
+        self.relay.error_style = self.vendor
         self.headers: list[tuple[bytes, bytes]] = [
             (b"x-curator-request-id", self.record.id.encode())
         ]
@@ -108,7 +112,7 @@ class _Exchange:
         except ProxyError as err:
             record.outcome = "upstream_error" if err.status in (502, 504) else "proxy_error"
             record.status, record.error = err.status, err.code
-            await send_error(send, err, self.headers)
+            await send_error(send, err, self.headers, self.vendor)
         except BaseException:
             record.outcome = "upstream_error" if relay.status else "proxy_error"
             record.status, record.error = relay.status, relay.error
@@ -119,7 +123,12 @@ class _Exchange:
         record.request_bytes = len(body)
         protocol = protocol_for(record.method, record.path)
         if protocol is not None:
-            wanted = edge.route_by_headers or has_header(scope["headers"], POLICY_HEADER_RAW)
+            # A Messages request's `anthropic-beta` may ask for the 1M window.
+            wanted = (
+                edge.route_by_headers
+                or protocol.vendor == "anthropic"
+                or has_header(scope["headers"], POLICY_HEADER_RAW)
+            )
             headers = header_map(scope["headers"]) if wanted else {}
             planned = await plan(protocol, body, headers, edge.curation, record, self._services_for)
             self.planned = planned
@@ -134,19 +143,19 @@ class _Exchange:
         else:
             headers = header_map(scope["headers"]) if edge.route_by_headers else {}
             model = sniff_model(body) if edge.route_by_model else None
-            found = edge.curation.router.route(record.path, model, headers)
+            found = edge.curation.router.route(record.path, model, headers, self.vendor)
             if found is None:
-                raise no_route()
+                raise no_anthropic_upstream() if self.vendor == "anthropic" else no_route()
             route = found
         record.route = route.name
         upstream = edge.config.upstreams[route.upstream]
         record.upstream = upstream.name
-        sent = request_headers(scope["headers"], upstream.api_key)
+        sent = request_headers(scope["headers"], upstream.api_key, upstream.kind)
         if record.trace is not None:
             sent = record.trace.carry(sent, upstream.base_url)
         return UpstreamRequest(
             method=record.method,
-            url=upstream_url(upstream.base_url, target, scope["query_string"]),
+            url=upstream_url(upstream.api_base, target, scope["query_string"]),
             headers=sent,
             body=body,
             connect_timeout_s=upstream.connect_timeout_s,
@@ -248,8 +257,13 @@ class _Exchange:
         return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals, now)
 
 
-async def send_error(send: Send, err: ProxyError, headers: Sequence[tuple[bytes, bytes]]) -> None:
-    body = err.body()
+async def send_error(
+    send: Send,
+    err: ProxyError,
+    headers: Sequence[tuple[bytes, bytes]],
+    style: ErrorStyle = "openai",
+) -> None:
+    body = err.body(style)
     length = (b"content-length", str(len(body)).encode())
     start_headers = [*JSON_HEADERS, length, *err.headers, *headers]
     await send({"type": "http.response.start", "status": err.status, "headers": start_headers})

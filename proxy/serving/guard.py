@@ -40,6 +40,7 @@ from proxy.config.limits import Limits
 from proxy.config.loader import Config
 from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import JSON_HEADERS, ProxyError, request_too_large
+from proxy.protocols.vendor import vendor_of
 from proxy.serving.conn_limits import cut_short
 from proxy.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -50,7 +51,9 @@ RETRY_AFTER_S = 1
 AUTHORIZATION = b"authorization"
 API_KEY = b"api-key"
 """Azure's header; Azure clients send the proxy key there instead."""
-CREDENTIALS = frozenset({AUTHORIZATION, API_KEY})
+X_API_KEY = b"x-api-key"
+"""Anthropic's header; Anthropic clients (the SDKs, Claude Code) send the proxy key there."""
+CREDENTIALS = frozenset({AUTHORIZATION, API_KEY, X_API_KEY})
 PROXY_CREDENTIAL = "curator.proxy_credential"
 """Scope key: the proxy key a request was let in with (its credential headers are removed),
 as an Authorization value, so the audit log can fingerprint which client sent it."""
@@ -60,7 +63,8 @@ def invalid_proxy_key() -> ProxyError:
     return ProxyError(
         401,
         "invalid_proxy_key",
-        "Missing or invalid proxy key. Send it as 'Authorization: Bearer <key>'.",
+        "Missing or invalid proxy key. Send it as 'Authorization: Bearer <key>' (or, from "
+        "an Anthropic client, as 'x-api-key: <key>').",
     )
 
 
@@ -144,7 +148,8 @@ class Guard:
         if self._keys:
             presented = presented_credential(headers)
             if not self._keys.accepts(presented):
-                await _answer(scope, send, invalid_proxy_key(), (b"www-authenticate", b"Bearer"))
+                err, challenge = invalid_proxy_key(), (b"www-authenticate", b"Bearer")
+                await _answer(scope, send, err, challenge)
                 return
             kept = [h for h in headers if h[0] not in CREDENTIALS]
             scope = {**scope, "headers": kept, PROXY_CREDENTIAL: presented}
@@ -175,11 +180,13 @@ class Guard:
 
 
 def presented_credential(headers: Sequence[tuple[bytes, bytes]]) -> bytes | None:
-    """The credential a request presents, as an Authorization value (Azure's api-key too)."""
-    api_key = _first(headers, API_KEY)
-    if api_key is not None and _first(headers, AUTHORIZATION) is None:
-        return b"Bearer " + api_key
-    return _first(headers, AUTHORIZATION)
+    """The credential a request presents, as an Authorization value (Azure's api-key and
+    Anthropic's x-api-key too, when there is no Authorization)."""
+    authorization = _first(headers, AUTHORIZATION)
+    if authorization is not None:
+        return authorization
+    api_key = _first(headers, API_KEY) or _first(headers, X_API_KEY)
+    return b"Bearer " + api_key if api_key is not None else None
 
 
 def _first(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> bytes | None:
@@ -240,7 +247,7 @@ def _counted(receive: Receive, limit: int) -> Receive:
 
 async def _answer(scope: Scope, send: Send, err: ProxyError, *extra: tuple[bytes, bytes]) -> None:
     _count(scope, err.code)
-    body = err.body()
+    body = err.body(vendor_of(scope["path"], scope["headers"]))
     headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode()), *extra]
     await send({"type": "http.response.start", "status": err.status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})

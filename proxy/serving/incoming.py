@@ -34,9 +34,10 @@ async def read_body(receive: Receive, limit: int) -> bytes:
 
 
 def client_credential(raw: Headers) -> str | None:
-    """The client's Authorization (or Azure's api-key) value; only its hash is ever kept."""
-    found = {n: v for n, v in raw if n in (b"authorization", b"api-key")}
-    value = found.get(b"authorization") or found.get(b"api-key")
+    """The client's Authorization (or Azure's api-key, Anthropic's x-api-key) value; only its
+    hash is ever kept."""
+    found = {n: v for n, v in raw if n in (b"authorization", b"api-key", b"x-api-key")}
+    value = found.get(b"authorization") or found.get(b"api-key") or found.get(b"x-api-key")
     return value.decode("latin-1") if value is not None else None
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from policies.policy import Policy
 from proxy.config.loader import Route, RouteMatch
+from proxy.protocols.vendor import VENDORS, Vendor
 
 POLICY_HEADER = "x-curator-policy"
 POLICY_HEADER_RAW = POLICY_HEADER.encode()
@@ -103,29 +104,47 @@ class Router:
     """
 
     def __init__(
-        self, routes: Sequence[Route], policies: Mapping[str, Policy], capacity: int = 1024
+        self,
+        routes: Sequence[Route],
+        policies: Mapping[str, Policy],
+        capacity: int = 1024,
+        kinds: Mapping[str, str] | None = None,
     ) -> None:
         self.routes = tuple(routes)
         self.policies = policies
+        kind_of = kinds or {}
+        # Each vendor's requests see only the routes to its own kind of upstream
+        # (`proxy.protocols.vendor`): first match wins among those.
+        self._by_vendor: dict[str, tuple[Route, ...]] = {
+            vendor: tuple(r for r in self.routes if kind_of.get(r.upstream, "openai") == vendor)
+            for vendor in VENDORS
+        }
         self._by_headers = any(route.match.headers for route in self.routes)
         self._capacity = capacity
-        self._memo: dict[tuple[str, str | None], Route | None] = {}
+        self._memo: dict[tuple[str, str | None, str], Route | None] = {}
         self._defaults = {
             route.name: PolicyChoice(route.policy, policies[route.policy])
             for route in self.routes
             if route.policy in policies
         }
 
-    def route(self, path: str, model: str | None, headers: Mapping[str, str]) -> Route | None:
-        """As `select_route`."""
+    def route(
+        self,
+        path: str,
+        model: str | None,
+        headers: Mapping[str, str],
+        vendor: Vendor = "openai",
+    ) -> Route | None:
+        """As `select_route`, among the routes to `vendor`'s kind of upstream."""
+        routes = self._by_vendor[vendor]
         if self._by_headers:
-            return select_route(self.routes, path, model, headers)
-        key = (path, model)
+            return select_route(routes, path, model, headers)
+        key = (path, model, vendor)
         try:
             return self._memo[key]
         except KeyError:
             pass
-        found = select_route(self.routes, path, model, headers)
+        found = select_route(routes, path, model, headers)
         if len(self._memo) >= self._capacity:
             self._memo.clear()
         self._memo[key] = found

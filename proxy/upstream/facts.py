@@ -17,6 +17,7 @@ first, since clients choose model names.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Protocol
 
 from policies.calibration import NEUTRAL, BudgetHints, Calibration, Observation
@@ -25,6 +26,7 @@ from policies.policy import Policy
 from policies.tokens import TokenCounter
 from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.metrics.labels import OTHER
+from proxy.protocols.anthropic.counting import claude_hints
 from proxy.protocols.base import Usage
 from proxy.upstream.models import UpstreamWindows
 
@@ -73,9 +75,16 @@ class UpstreamFacts:
         self._stated: dict[tuple[str, str], int] = {}
         """Windows overflow errors stated, oldest first (a dict keeps insertion order)."""
 
-    def hints(self, upstream: str, model: str) -> BudgetHints:
+    def hints(
+        self, upstream: str, model: str, claude: Mapping[str, str] | None = None
+    ) -> BudgetHints:
+        """The budget's hints; for a Messages request (`claude`: its headers), Claude's
+        (`proxy.protocols.anthropic.counting`)."""
         window = self._stated.get((upstream, model)) or self.windows.window(upstream, model)
         scale = self.calibration.scale(upstream, model)
+        if claude is not None:
+            known = self.calibration.known(upstream, model)
+            return claude_hints(BudgetHints(window, scale), claude, known)
         if window is None and scale == 1.0:
             return NEUTRAL
         return BudgetHints(window, scale)

@@ -12,12 +12,19 @@ in both directions. Requests also lose the client's `x-curator-*` control header
 and Content-Length (the client library sets both for the upstream), Expect (the
 proxy has already read the whole body) and the path and method overrides (`OVERRIDES`).
 Everything else passes unchanged.
+
+Credentials: an upstream's `api_key` replaces the client's credential, sent as
+`Authorization: Bearer` to an OpenAI-kind upstream and as `x-api-key` to an Anthropic one
+(which then gets neither the client's `x-api-key` nor its `Authorization`). Without one, the
+client's own goes through, except that an Anthropic credential (`sk-ant-...`, in any
+credential header) never goes to an upstream of another kind.
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from proxy.protocols.vendor import ANTHROPIC_KEY_PREFIX
 from proxy.types import Headers
 
 HOP_BY_HOP = frozenset(
@@ -61,21 +68,39 @@ class ResponseHead(NamedTuple):
     content_length: int | None
 
 
-def request_headers(headers: Headers, api_key: str | None) -> list[tuple[bytes, bytes]]:
+def request_headers(
+    headers: Headers, api_key: str | None, kind: str = "openai"
+) -> list[tuple[bytes, bytes]]:
     """The client's headers as the upstream should see them (see the module docstring).
 
     Names arrive lower-cased, as the ASGI spec has servers deliver them.
     """
     drop = REQUEST_DROPS
+    anthropic = kind == "anthropic"
     for name, value in headers:
         if name == b"connection":
             drop = drop | _tokens(value)
+        elif not anthropic and name in CREDENTIALS and _anthropic_key(value):
+            drop = drop | {name}
     if api_key:
-        drop = drop | {b"authorization"}
+        drop = drop | (CREDENTIALS if anthropic else {b"authorization"})
     out = [(n, v) for n, v in headers if n not in drop and not n.startswith(DROPPED_PREFIXES)]
     if api_key:
-        out.append((b"authorization", b"Bearer " + api_key.encode("latin-1")))
+        key = api_key.encode("latin-1")
+        out.append((b"x-api-key", key) if anthropic else (b"authorization", b"Bearer " + key))
     return out
+
+
+CREDENTIALS = frozenset((b"authorization", b"x-api-key", b"api-key"))
+"""Headers that carry an API key: Authorization (OpenAI, Anthropic OAuth), x-api-key
+(Anthropic), api-key (Azure)."""
+
+
+def _anthropic_key(value: bytes) -> bool:
+    token = value.strip()
+    if token[:7].lower() == b"bearer ":
+        token = token[7:].lstrip()
+    return token.startswith(ANTHROPIC_KEY_PREFIX)
 
 
 def response_head(headers: Headers) -> ResponseHead:

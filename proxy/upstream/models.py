@@ -25,6 +25,7 @@ import orjson
 from policies.models import bare_name
 from proxy.config.loader import UpstreamConfig
 from proxy.upstream.client import UpstreamClient, UpstreamRequest
+from proxy.upstream.hygiene import request_headers
 from proxy.upstream.safe_text import loggable_url
 
 log = logging.getLogger("curator.models")
@@ -119,10 +120,8 @@ class UpstreamWindows:
 
 async def _fetch(client: UpstreamClient, upstream: UpstreamConfig) -> dict[str, int] | None:
     """The windows one upstream lists; None when it could not be asked."""
-    url = upstream.base_url + "/models"
-    headers = [(b"accept", b"application/json")]
-    if upstream.api_key:
-        headers.append((b"authorization", f"Bearer {upstream.api_key}".encode()))
+    url = upstream.api_base + "/models"
+    headers = request_headers([(b"accept", b"application/json")], upstream.api_key, upstream.kind)
     request = UpstreamRequest(
         "GET", url, headers, b"", upstream.connect_timeout_s, DISCOVERY_TIMEOUT_S
     )

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
-from proxy.errors import ProxyError, upstream_failed
+from proxy.errors import ErrorStyle, ProxyError, upstream_failed
 from proxy.protocols.base import USAGE_TAIL_BYTES
 from proxy.types import Outcome, Receive, Send, Tap
 from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
@@ -94,6 +94,8 @@ class Relay:
     """Why the client got no complete response although the exchange began: the upstream
     failed mid-response (its error code), `client_disconnect` or `shutdown`. None when the
     response was complete, the proxy's own error answer included."""
+    error_style: ErrorStyle = "openai"
+    """The shape of the proxy's own errors: the API the client speaks."""
 
     def tail(self) -> bytes:
         """The response body's last `USAGE_TAIL_BYTES` (all of it when shorter)."""
@@ -242,7 +244,8 @@ async def _pump(
                 _cause(err),
             )
             relay.complete = True
-            body = sse_error_event(err, ends_event=tail.endswith(SSE_BOUNDARIES) or not tail)
+            ends = tail.endswith(SSE_BOUNDARIES) or not tail
+            body = sse_error_event(err, ends_event=ends, style=relay.error_style)
             if tap is not None:
                 tap.feed(body)
             await send({"type": "http.response.body", "body": body, "more_body": False})
@@ -287,7 +290,7 @@ class _Tail:
             self._size -= len(parts.pop(0))
 
 
-def sse_error_event(err: ProxyError, *, ends_event: bool) -> bytes:
+def sse_error_event(err: ProxyError, *, ends_event: bool, style: ErrorStyle = "openai") -> bytes:
     """An SSE `error` event; a partial event already relayed is terminated first."""
     prefix = b"" if ends_event else b"\n\n"
-    return prefix + b"event: error\ndata: " + err.body() + b"\n\n"
+    return prefix + b"event: error\ndata: " + err.body(style) + b"\n\n"

@@ -14,6 +14,7 @@ from policies.messages import Message
 from proxy.config.limits import Limits
 from proxy.protocols.base import Assembled, Usage, WireRequest
 from proxy.protocols.chat.assembly import assemble
+from proxy.protocols.vendor import Vendor
 from proxy.protocols.wire import check_count, check_depth, count_of, last_object
 
 
@@ -23,6 +24,7 @@ class ChatCompletions:
     __slots__ = ()
     name = "chat"
     method = "POST"
+    vendor: Vendor = "openai"
     path = "/v1/chat/completions"
     internal_keys: frozenset[str] = frozenset()
     skip_reasons = frozenset({"invalid_json", "not_an_object", "no_messages", "bad_messages"})

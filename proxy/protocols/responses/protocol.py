@@ -20,6 +20,7 @@ from proxy.protocols.responses.assembly import assemble
 from proxy.protocols.responses.facts import budget_body
 from proxy.protocols.responses.items import GROUP, ITEM_SKIPS, Mapped, to_neutral
 from proxy.protocols.responses.rebuild import rebuild
+from proxy.protocols.vendor import Vendor
 from proxy.protocols.wire import check_count, check_depth, count_of, last_object
 
 SERVER_STATE = "server_state"
@@ -34,6 +35,7 @@ class ResponsesAPI:
     __slots__ = ()
     name = "responses"
     method = "POST"
+    vendor: Vendor = "openai"
     path = "/v1/responses"
     internal_keys = frozenset({GROUP})
     skip_reasons = frozenset(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.proxy.config.configs import MINIMAL, assert_one_problem
+from tests.proxy.config.configs import MINIMAL, assert_one_problem, load
 
 ERRORS = [
     (
@@ -55,3 +55,32 @@ ERRORS = [
 @pytest.mark.parametrize(("text", "expected"), ERRORS)
 def test_error_has_file_line_and_key_path(tmp_path: Path, text: str, expected: str) -> None:
     assert_one_problem(tmp_path, text, expected)
+
+
+ANTHROPIC = """\
+upstreams:
+  claude: {kind: anthropic, api_key: sk-ant-x}
+  mine: {kind: anthropic, base_url: "http://127.0.0.1:9/", discover_models: true}
+policies:
+  off: preset:passthrough
+routes:
+  - {name: default, upstream: claude, policy: "off"}
+"""
+
+
+def test_an_anthropic_upstream_defaults_to_anthropics_api_without_v1(tmp_path: Path) -> None:
+    config = load(tmp_path, ANTHROPIC)
+    claude, mine = config.upstreams["claude"], config.upstreams["mine"]
+    assert (claude.kind, claude.base_url) == ("anthropic", "https://api.anthropic.com")
+    assert claude.api_base == "https://api.anthropic.com/v1"
+    assert claude.discover_models is False  # its model list states no windows
+    assert mine.api_base == "http://127.0.0.1:9/v1"
+    assert mine.discover_models is True
+    assert load(tmp_path, MINIMAL).upstreams["openai"].kind == "openai"
+
+
+def test_an_unknown_kind_is_named(tmp_path: Path) -> None:
+    text = MINIMAL.replace("}\npolicies", ", kind: gemini}\npolicies")
+    assert_one_problem(
+        tmp_path, text, "config.yaml:2: upstreams.openai.kind: expected openai | anthropic"
+    )

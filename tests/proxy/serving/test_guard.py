@@ -216,7 +216,7 @@ async def test_a_public_viewer_checks_its_own_keys(path: str, public: bool, let_
         [(b"authorization", KEY.encode())],
         [(b"authorization", f"Basic {KEY}".encode())],
         [(b"authorization", b"Bearer ")],
-        [(b"x-api-key", KEY.encode())],
+        [(b"x-api-key", b"ck-wrong"), (b"x-other-key", KEY.encode())],
         [(b"api-key", KEY.encode()), (b"authorization", b"Bearer ck-wrong")],
         [(b"authorization", b"Bearer ck-wrong"), (b"authorization", f"Bearer {KEY}".encode())],
     ],
@@ -237,7 +237,8 @@ async def test_a_missing_or_wrong_key_gets_401_and_is_counted(headers: Headers) 
     ]
     assert client.sent[1]["more_body"] is False
     assert client.error == {
-        "message": "Missing or invalid proxy key. Send it as 'Authorization: Bearer <key>'.",
+        "message": "Missing or invalid proxy key. Send it as 'Authorization: Bearer <key>' "
+        "(or, from an Anthropic client, as 'x-api-key: <key>').",
         "type": "invalid_request_error",
         "param": None,
         "code": "invalid_proxy_key",
