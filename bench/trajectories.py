@@ -40,11 +40,12 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.references import Lookup, edit_lines, extract, message_text
+from bench.trajectory_table import FULL, NAIVE, Tally, rows, table
 from policies.invariants import ordering_errors
 from policies.loader import load_policy_file, load_preset
 from policies.messages import Message, role, units
@@ -57,32 +58,10 @@ DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "trajec
 MODEL = "trajectory-agent"
 WINDOWS = (32_768, 131_072)
 PRESETS = ("default", "coding-agent", "chat")
-FULL, NAIVE = "whole history", "naive window"
 CACHED_PRICE, WRITE_PRICE = 0.1, 1.25
 
 Body = dict[str, Any]
 Strategy = Callable[[Body], list[Message]]
-
-
-@dataclass(slots=True)
-class Tally:
-    """One strategy's figures over some steps (summable)."""
-
-    requests: int = 0
-    tokens: int = 0
-    cached: int = 0
-    bill: float = 0.0
-    bill_writes: float = 0.0
-    refs: int = 0
-    refs_lost: int = 0
-    edit_seen: int = 0
-    edit_lost: int = 0
-    rejected: int = 0
-    over_window: int = 0
-
-    def add(self, other: Tally) -> None:
-        for f in fields(self):
-            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,90 +220,6 @@ def totals(results: Iterable[tuple[str, int, dict[str, Tally]]]) -> dict[int, di
         for name, tally in tallies.items():
             into.setdefault(name, Tally()).add(tally)
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One strategy at one window, as printed."""
-
-    window: int
-    strategy: str
-    tokens: float
-    bill: float
-    bill_writes: float
-    vs_naive: float
-    hit_ratio: float
-    refs_lost: float
-    edit_lost: float
-    rejected: int
-    requests: int
-
-
-def rows(by_window: Mapping[int, Mapping[str, Tally]]) -> list[Row]:
-    out: list[Row] = []
-    for window, tallies in sorted(by_window.items()):
-        full, naive = tallies[FULL], tallies[NAIVE]
-        for name, t in tallies.items():
-            out.append(
-                Row(
-                    window,
-                    name,
-                    _share(t.tokens, full.tokens),
-                    _share(t.bill, full.bill),
-                    _share(t.bill_writes, full.bill_writes),
-                    _share(t.bill, naive.bill),
-                    _share(t.cached, t.tokens),
-                    _share(t.refs_lost, t.refs),
-                    _share(t.edit_lost, t.edit_seen),
-                    t.rejected,
-                    t.requests,
-                )
-            )
-    return out
-
-
-def _share(part: float, whole: float) -> float:
-    return part / whole if whole else 0.0
-
-
-def table(found: Sequence[Row]) -> str:
-    header = (
-        "window",
-        "strategy",
-        "tokens",
-        "bill",
-        "bill+w",
-        "vs naive",
-        "cache hit",
-        "refs lost",
-        "edit lines lost",
-        "rejected",
-    )
-    cells = [header] + [
-        (
-            f"{r.window // 1024}k",
-            r.strategy,
-            f"{r.tokens:.0%}",
-            f"{r.bill:.0%}",
-            f"{r.bill_writes:.0%}",
-            f"{r.vs_naive:.0%}",
-            f"{r.hit_ratio:.0%}",
-            f"{r.refs_lost:.2%}",
-            f"{r.edit_lost:.2%}",
-            f"{r.rejected}/{r.requests}",
-        )
-        for r in found
-    ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = [
-        "  ".join(
-            c.ljust(w) if i < 2 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=False))
-        )
-        for row in cells
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,8 +8,9 @@ messages (its reasoning, its commands, whole files it wrote in a heredoc). Maski
 tool results cannot go much below that; this curator masks the agent's old steps whole:
 
 - the newest `keep_turns` agent steps (an assistant message and the results that answer
-  it) stay whole, and so does every user message, every pinned message and the last unit:
-  the agent's newest turn and its task are never touched;
+  it) stay whole (fewer on a small window, where they would use more than `keep_share` of
+  the budget: never fewer than the newest one), and so does every user message, every
+  pinned message and the last unit: the agent's newest turn and its task are never touched;
 - an older step is masked: each text longer than `keep_chars` characters (the assistant's
   text, each string argument of its tool calls, each tool result) keeps its first
   `keep_chars` characters and a marker saying how much was masked. The calls keep their
@@ -73,6 +74,7 @@ class TurnMasking:
     keep_chars: int = 160
     min_chars: int = 600
     keep_lines: int = 12
+    keep_share: float = 0.5
     keep_names: int = 40
     min_fill: float = 0.0
 
@@ -86,6 +88,8 @@ class TurnMasking:
         params.integer("keep_chars", self.keep_chars, minimum=0)
         params.integer("min_chars", self.min_chars, minimum=0)
         params.integer("keep_lines", self.keep_lines, minimum=0)
+        share = params.ratio("keep_share", self.keep_share, allow_zero=True)
+        object.__setattr__(self, "keep_share", share)
         params.integer("keep_names", self.keep_names, minimum=0)
 
     def trigger(self, ctx: CurationContext) -> int:
@@ -149,22 +153,37 @@ class TurnMasking:
         """Agent steps older than the newest `keep_turns`, oldest first, with their savings."""
         found = units(messages)
         agent = [k for k, u in enumerate(found) if role(messages[u.start]) == "assistant"]
-        if len(agent) <= self.keep_turns:
+        keep = self._kept(messages, [found[k].start for k in agent], ctx)
+        if len(agent) <= keep:
             return []
         pinned = ctx.pinned(messages)
         last = len(found) - 1
         heads = [messages[found[k].start] for k in agent]
         keys = ctx.keys(heads)
         steps: list[_Step] = []
-        for n, k in enumerate(agent[: -self.keep_turns]):
+        for n, k in enumerate(agent[:-keep]):
             unit = found[k]
             if k == last or not pinned.isdisjoint(unit.indexes()):
                 continue
-            later = range(n + 1, n + 1 + self.keep_turns)
+            later = range(n + 1, min(n + 1 + self.keep_turns, len(heads)))
             tag = b"".join(keys[j] or b"?" for j in later)
             refs = _Refs(partial(self._wanted, heads, later, ctx), tag)
             steps.append(self._plan(messages, unit, masker, refs, ctx))
         return steps
+
+    def _kept(
+        self, messages: Sequence[Message], starts: Sequence[int], ctx: CurationContext
+    ) -> int:
+        """How many of the newest agent steps stay whole: `keep_turns`, fewer when those
+        would use more than `keep_share` of the budget, never fewer than one."""
+        keep = min(self.keep_turns, len(starts))
+        if keep <= 1 or not self.keep_share:
+            return max(keep, 1)
+        each = ctx.count_each(messages)
+        room = self.keep_share * ctx.budget
+        while keep > 1 and sum(each[starts[-keep] :]) > room:
+            keep -= 1
+        return keep
 
     def _wanted(
         self, heads: Sequence[Message], later: range, ctx: CurationContext
