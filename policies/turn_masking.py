@@ -104,7 +104,9 @@ class TurnMasking:
             return CuratorOutput(list(messages))
         masker = Masker(self.keep_chars, self.min_chars, self.keep_names)
         steps = self._maskable(messages, masker, ctx)
-        floor = fill.floor(messages, ctx, self.min_fill)
+        # Masking stops at `min_fill` of the budget, or at the trigger when that is lower:
+        # a window up to the trigger's size is filled, a larger one is masked for cost.
+        floor = fill.floor(messages, ctx, self.min_fill, cap=self.trigger_tokens)
         chosen: dict[int, _Step] = {}
         for chunk in self._chunks(steps):
             if not floor.allows(_saved(chunk)):
@@ -112,16 +114,9 @@ class TurnMasking:
             chosen.update((id(s.unit), s) for s in chunk)
         left = total - _saved(chosen.values())
         if left > ctx.budget:  # still over: mask the oldest steps deeper rather than drop them
-            deep = Masker(self.keep_chars, 0, self.keep_names)
-            for chunk in self._chunks(self._maskable(messages, deep, ctx)):
-                if left <= ctx.budget:
-                    break
-                for step in chunk:
-                    left -= step.saved - (
-                        chosen[id(step.unit)].saved if id(step.unit) in chosen else 0
-                    )
-                    chosen[id(step.unit)] = step
+            self._deepen(messages, chosen, left, ctx)
         done = [s for s in chosen.values() if s.replaced]
+        left = total - _saved(done)
         if not done:
             return CuratorOutput(list(messages))
         out = list(messages)
@@ -134,6 +129,25 @@ class TurnMasking:
             f"conversation has {total:,} tokens, over the trigger of {trigger:,}"
         )
         return CuratorOutput(out, (Action(self.name, "replace", indexes, total - left, reason),))
+
+    def _deepen(
+        self, messages: Sequence[Message], chosen: dict[int, _Step], left: int, ctx: CurationContext
+    ) -> None:
+        """Mask whole chunks of the oldest steps deeper (every text past `keep_chars`) until
+        the prompt fits, never below `min_fill` of the budget (token_budget fits the rest)."""
+        lowest = self.min_fill * ctx.budget
+        deep = Masker(self.keep_chars, 0, self.keep_names)
+        for chunk in self._chunks(self._maskable(messages, deep, ctx)):
+            if left <= ctx.budget:
+                return
+            gain = sum(
+                s.saved - chosen[id(s.unit)].saved if id(s.unit) in chosen else s.saved
+                for s in chunk
+            )
+            if left - gain < lowest:
+                return
+            left -= gain
+            chosen.update((id(s.unit), s) for s in chunk)
 
     def _chunks(self, steps: Sequence[_Step]) -> list[list[_Step]]:
         """The whole chunks of `steps`, from the start: each ends at the first step where its

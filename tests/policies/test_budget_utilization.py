@@ -23,9 +23,9 @@ from tests.strategies import agent_sessions, conversations
 
 Msgs = list[dict[str, Any]]
 FILL = 0.85
-SHIPPED = {"default": None, "chat": None, "coding-agent": 4_000}
-"""Each preset, and the budget share up to which it promises 85% (coding-agent's clearing
-floor is at most a quarter of its 16k trigger: past that it clears for cost)."""
+SHIPPED = {"default": 16_000, "chat": 64_000, "coding-agent": 16_000}
+"""Each preset, and the budget share up to which it promises 85%: turn_masking's floor is
+never above its trigger_tokens (past that it masks for cost, keeping the prompt near it)."""
 MIN_BUDGET = 1000
 """Below this, one short message is already a large share of the budget: no curator can
 cut finely enough to promise a share, and no real window is that small."""

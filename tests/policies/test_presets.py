@@ -49,9 +49,9 @@ def test_default_preset() -> None:
         "tool_pair_coherence",
     )
     masking = dict(params("default"))["turn_masking"]
-    # Nothing changes below 32k tokens (or half a small window), and the newest 15 steps
+    # Nothing changes below 16k tokens (or half a small window), and the newest 15 steps
     # stay whole: a no-config proxy saves on long runs and never blinds the agent.
-    assert (masking["trigger_tokens"], masking["trigger_share"]) == (32000, 0.5)
+    assert (masking["trigger_tokens"], masking["trigger_share"]) == (16000, 0.5)
     assert masking["keep_turns"] == 15
     assert dict(params("default"))["token_budget"]["max_tokens"] == "auto"
     assert policy.pins == PinSpec(frozenset({"system", "developer"}), first_user=True)

@@ -145,10 +145,15 @@ def test_pinned_user_messages_and_tools_of_pinned_units_are_kept() -> None:
 def test_min_fill_keeps_the_prompt_above_its_share_of_the_budget() -> None:
     messages = session(12)
     budget = tokens(messages)
-    out = TurnMasking(keep_turns=1, trigger_tokens=0, step_tokens=1, min_fill=0.9).curate(
-        messages, ctx(budget=budget)
+    curator = TurnMasking(
+        keep_turns=1, trigger_tokens=10**6, trigger_share=0.01, step_tokens=1, min_fill=0.9
     )
+    out = curator.curate(messages, ctx(budget=budget))
+    assert out.actions
     assert tokens(out.messages) >= 0.9 * budget
+    # The floor is never above trigger_tokens: a large window is masked for cost.
+    low = TurnMasking(keep_turns=1, trigger_tokens=2000, step_tokens=1, min_fill=0.9)
+    assert tokens(low.curate(messages, ctx(budget=budget)).messages) < 0.5 * budget
 
 
 def test_curating_twice_changes_nothing_and_the_input_is_not_mutated() -> None:
