@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from policies import validate as v
 from policies.validate import Reader
@@ -13,9 +14,12 @@ from policies.yamlsrc import KeyPath
 
 @dataclass(frozen=True, slots=True)
 class UpstreamConfig:
+    """One upstream. A `user:password@` in `base_url` leaves the URL as it is built: it
+    becomes `authorization` (Basic), so no URL the proxy sends, logs or prints carries it."""
+
     name: str
     base_url: str
-    """No trailing slash; request paths under /v1 are appended to it."""
+    """No trailing slash; request paths under /v1 are appended to it. Never credentials."""
     api_key: str | None = None
     """Set: replaces the client's Authorization. None/empty: the client's is passed through."""
     connect_timeout_s: float = 10.0
@@ -24,6 +28,23 @@ class UpstreamConfig:
     discover_models: bool = True
     """Read `GET {base_url}/models` at start and on reload for the models' context windows
     (`proxy.upstream.models`); false for an upstream that must not be asked."""
+    credentials: str | None = None
+    """`user:password` (percent-decoded) taken out of a `base_url` given with them."""
+    authorization: bytes | None = field(init=False, repr=False, compare=False)
+    """The Authorization the upstream gets in place of the client's: `Bearer <api_key>`, or
+    `Basic` from `credentials`; None passes the client's through."""
+
+    def __post_init__(self) -> None:
+        base_url, credentials = split_credentials(self.base_url)
+        if credentials is not None:
+            object.__setattr__(self, "base_url", base_url)
+            object.__setattr__(self, "credentials", credentials)
+        authorization = None
+        if self.api_key:
+            authorization = b"Bearer " + self.api_key.encode("latin-1")
+        elif self.credentials is not None:
+            authorization = b"Basic " + base64.b64encode(self.credentials.encode())
+        object.__setattr__(self, "authorization", authorization)
 
 
 UPSTREAM_KEYS = ("base_url", "api_key", "connect_timeout_s", "read_timeout_s", "discover_models")
@@ -71,3 +92,18 @@ def base_url_problem(value: Any) -> str | None:
     except ValueError:
         return "expected a port number from 0 to 65535 after the host"
     return None
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """`url` without its `user:password@`, and those (percent-decoded, as httpx sent them
+    as Basic auth); (url, None) when it has none or does not parse."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url, None
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    bare = urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+    return bare, f"{unquote(user)}:{unquote(password)}"

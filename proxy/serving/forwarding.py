@@ -142,7 +142,7 @@ class _Exchange:
         return UpstreamRequest(
             method=record.method,
             url=upstream_url(upstream.base_url, target, scope["query_string"]),
-            headers=request_headers(scope["headers"], upstream.api_key),
+            headers=request_headers(scope["headers"], upstream.authorization),
             body=body,
             connect_timeout_s=upstream.connect_timeout_s,
             read_timeout_s=upstream.read_timeout_s,

@@ -271,19 +271,21 @@ def is_loopback(host: str) -> bool:
 def bind_refusal(config: Config, host: str) -> str | None:
     """Why serving `config` on `host` would let anyone spend an upstream key, or None.
 
-    Refused: a non-loopback address, an upstream with an `api_key`, no `auth.keys`, and no
+    Refused: a non-loopback address, an upstream with an `api_key` (or `user:password` in its
+    URL), no `auth.keys`, and no
     `auth.allow_unauthenticated: true`.
     """
     auth: AuthConfig = config.auth
     if auth.enabled or auth.allow_unauthenticated or is_loopback(host):
         return None
-    keyed = [u.name for u in config.upstreams.values() if u.api_key]
+    keyed = [u.name for u in config.upstreams.values() if u.authorization]
     if not keyed:
         return None
     names = ", ".join(repr(name) for name in keyed)
     return (
-        f"{config.source}: refusing to listen on {host}: upstream {names} has an api_key and "
-        "auth.keys is empty, so anyone who can reach the proxy would spend that key. Set "
+        f"{config.source}: refusing to listen on {host}: upstream {names} has an api_key "
+        "(or URL credentials) and auth.keys is empty, so anyone who can reach the proxy "
+        "would spend that key. Set "
         "auth.keys (clients then send 'Authorization: Bearer <key>'), listen on 127.0.0.1, "
         "or set auth.allow_unauthenticated: true if this exposure is intended."
     )

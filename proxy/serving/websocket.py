@@ -104,7 +104,7 @@ async def _open_upstream(scope: Scope, edge: Edge, keys: KeyRing) -> ClientConne
     config = edge.config.upstreams[route.upstream]
     url = upstream_url(config.base_url, target, query)
     url = "ws" + url[4:] if url.startswith("http") else url  # http -> ws, https -> wss
-    sent = request_headers(headers, config.api_key)
+    sent = request_headers(headers, config.authorization)
     agent = next((v.decode("latin-1") for k, v in sent if k == b"user-agent"), None)
     try:
         return await connect(

@@ -61,8 +61,10 @@ class ResponseHead(NamedTuple):
     content_length: int | None
 
 
-def request_headers(headers: Headers, api_key: str | None) -> list[tuple[bytes, bytes]]:
-    """The client's headers as the upstream should see them (see the module docstring).
+def request_headers(headers: Headers, authorization: bytes | None) -> list[tuple[bytes, bytes]]:
+    """The client's headers as the upstream should see them (see the module docstring),
+    with `authorization` (the upstream's own, `UpstreamConfig.authorization`) in place of
+    the client's when set.
 
     Names arrive lower-cased, as the ASGI spec has servers deliver them.
     """
@@ -70,11 +72,11 @@ def request_headers(headers: Headers, api_key: str | None) -> list[tuple[bytes, 
     for name, value in headers:
         if name == b"connection":
             drop = drop | _tokens(value)
-    if api_key:
+    if authorization:
         drop = drop | {b"authorization"}
     out = [(n, v) for n, v in headers if n not in drop and not n.startswith(DROPPED_PREFIXES)]
-    if api_key:
-        out.append((b"authorization", b"Bearer " + api_key.encode("latin-1")))
+    if authorization:
+        out.append((b"authorization", authorization))
     return out
 
 

@@ -121,8 +121,8 @@ async def _fetch(client: UpstreamClient, upstream: UpstreamConfig) -> dict[str, 
     """The windows one upstream lists; None when it could not be asked."""
     url = upstream.base_url + "/models"
     headers = [(b"accept", b"application/json")]
-    if upstream.api_key:
-        headers.append((b"authorization", f"Bearer {upstream.api_key}".encode()))
+    if upstream.authorization:
+        headers.append((b"authorization", upstream.authorization))
     request = UpstreamRequest(
         "GET", url, headers, b"", upstream.connect_timeout_s, DISCOVERY_TIMEOUT_S
     )

@@ -5,6 +5,7 @@ header bytes (aiohttp's messages quote them), and never either in the answer to 
 
 from __future__ import annotations
 
+import base64
 import logging
 import socket
 import threading
@@ -17,6 +18,8 @@ import pytest
 
 from proxy.config.loader import UpstreamConfig
 from tests.fakes.servers import HOST, full_accept_queue
+from tests.fakes.upstream import FakeOpenAI
+from tests.hardening.raw_http import RawResponse, connect, read_response, request_head
 from tests.hardening.support import (
     CHAT,
     WAIT_S,
@@ -132,3 +135,34 @@ def test_a_connect_timeout_is_logged_without_the_query(caplog: pytest.LogCapture
     logged = _proxy_log(caplog)
     _assert_clean(logged)
     assert f"{HOST}:{port}/v1/chat/completions" in logged
+
+
+URL_PASSWORD = "gw-" + "UrlPassw0rd_" * 3
+"""The password of an upstream `base_url` given as `http://user:password@host/v1`."""
+
+
+def _raw_post(proxy: RunningProxy, target: str) -> RawResponse:
+    body = chat_body()
+    head = {"content-type": "application/json", "content-length": str(len(body))}
+    with connect(proxy.port) as sock:
+        sock.sendall(request_head("POST", target, head, port=proxy.port) + body)
+        return read_response(sock)
+
+
+def test_url_credentials_and_query_keys_reach_no_log_line(
+    fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every logger, libraries' too, at DEBUG; raw sockets, so the test's own client logs none.
+    caplog.set_level(logging.DEBUG)
+    host = fake.origin.removeprefix("http://")
+    config = hardening_config(fake.origin)
+    upstream = UpstreamConfig("fake", f"http://team:{URL_PASSWORD}@{host}/v1")
+    with running_proxy(replace(config, upstreams={**config.upstreams, "fake": upstream})) as p:
+        response = _raw_post(p, f"{CHAT}?api-version=1&key={QUERY_KEY}")
+    assert response.status == 200, response.body
+    basic = "Basic " + base64.b64encode(f"team:{URL_PASSWORD}".encode()).decode()
+    assert fake.last.header("authorization") == basic
+    logged = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
+    assert URL_PASSWORD not in logged
+    assert basic[6:] not in logged
+    _assert_clean(logged)
