@@ -8,6 +8,10 @@ which PyYAML silently resolves as "last wins", are reported instead.
 after parsing, so environment text can never add YAML structure. A plain (unquoted) scalar
 is re-typed after substitution the way YAML types it (`port: ${PORT:-8080}` is an int,
 `api_key: ${KEY:-}` is null); a quoted one stays a string.
+
+What a problem must never quote is noted in `Located.hidden`: each substituted value (it
+may be a key: errors name its variable instead), and a whole file that is one scalar (a
+secret file named as a policy: errors name the file instead).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -45,6 +49,11 @@ def format_path(path: Iterable[Key]) -> str:
     return out
 
 
+Hidden = Mapping[KeyPath, tuple[object, str]]
+"""Values errors must not quote, by key path: (the value, what to say instead)."""
+WHOLE_FILE = "the file's text"
+
+
 @dataclass(frozen=True, slots=True)
 class Located:
     """Plain YAML data plus the line of every key path, and problems found while parsing."""
@@ -53,6 +62,8 @@ class Located:
     file: str
     lines: Mapping[KeyPath, int]
     problems: tuple[Problem, ...] = ()
+    hidden: Hidden = field(default_factory=dict)
+    """Substituted values (said as their `${VAR}`) and a one-scalar file's text."""
 
     def line(self, path: KeyPath) -> int | None:
         return line_of(self.lines, path)
@@ -93,7 +104,10 @@ def parse(text: str, file: str, *, env: Mapping[str, str] | None = None) -> Loca
         Problem(file, line_of(builder.lines, path), format_path(path), message)
         for path, message in builder.problems
     ]
-    return Located(data, file, builder.lines, tuple(problems))
+    hidden = builder.hidden
+    if isinstance(data, str | int | float) and () not in hidden:
+        hidden[()] = (data, WHOLE_FILE)
+    return Located(data, file, builder.lines, tuple(problems), hidden)
 
 
 def parse_file(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Located:
@@ -136,6 +150,7 @@ class _Builder:
         self._env = env
         self.lines: dict[KeyPath, int] = {}
         self.problems: list[tuple[KeyPath, str]] = []
+        self.hidden: dict[KeyPath, tuple[object, str]] = {}
         self._active: set[int] = set()
 
     def build(self, node: Node, path: KeyPath) -> Any:
@@ -220,6 +235,14 @@ class _Builder:
         return self._substitute(node, value, path)
 
     def _substitute(self, node: Node, value: str, path: KeyPath) -> Any:
+        typed = self._substituted(node, value, path)
+        # Hidden when the environment gave any of it (a default is the file's own text).
+        names = [name for name in references(value) if (self._env or {}).get(name)]
+        if names:
+            self.hidden[path] = (typed, " ".join(f"${{{name}}}" for name in names))
+        return typed
+
+    def _substituted(self, node: Node, value: str, path: KeyPath) -> Any:
         result, missing = substitute(value, self._env or {})
         for message in missing:
             self.problems.append((path, message))
@@ -235,6 +258,16 @@ class _Builder:
         except _UNCONSTRUCTIBLE as exc:  # text that looks like a type but is not: 2024-13-45
             self.problems.append((path, f"invalid value after substitution: {_why(exc)}"))
             return None
+
+
+def references(text: str) -> list[str]:
+    """The names of the variables `text` refers to (`${NAME}`, `${NAME:-default}`)."""
+    names = []
+    for match in _VAR.finditer(text):
+        parsed = _VAR_BODY.fullmatch(match.group(2) or "")
+        if parsed is not None:
+            names.append(parsed.group(1))
+    return names
 
 
 def substitute(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:
