@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -75,7 +77,40 @@ def read_upstreams(
             read_timeout_s=float(silence),
             discover_models=get(data, "discover_models", item_path, True, v.boolean),
         )
+        if upstreams[name].api_key and upstreams[name].credentials is not None:
+            read.problems.add(
+                (*item_path, "api_key"),
+                "set together with user:password in base_url, but a request carries one "
+                "Authorization: keep the api_key or the URL's credentials, not both",
+            )
     return upstreams
+
+
+def cleartext_warnings(upstreams: Iterable[UpstreamConfig]) -> list[str]:
+    """A warning for each upstream whose key would cross the network unencrypted: an
+    `api_key` or URL credentials over `http://` to a host that is not loopback."""
+    out = []
+    for upstream in upstreams:
+        parts = urlsplit(upstream.base_url)
+        host = parts.hostname or ""
+        if upstream.authorization and parts.scheme == "http" and not is_loopback(host):
+            what = "api_key" if upstream.api_key else "URL credentials"
+            out.append(
+                f"warning: upstream {upstream.name!r} sends its {what} in clear text over "
+                f"http:// to {host}, which is not loopback: anyone on the path can read it; "
+                "use https://"
+            )
+    return out
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a name or an address, IPv6 in brackets or not) is this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def base_url_problem(value: Any) -> str | None:

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from proxy.config.auth import AuthConfig
 from proxy.config.limits import Limits
 from proxy.config.loader import Config
+from proxy.config.upstreams import is_loopback
 from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import JSON_HEADERS, ProxyError, request_too_large
 from proxy.serving.conn_limits import cut_short
@@ -259,15 +259,6 @@ def count_rejection(state: Mapping[str, Any], reason: str) -> None:
 
 
 # -- the bind check `curator serve` runs ------------------------------------------------
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def bind_refusal(config: Config, host: str) -> str | None:
     """Why serving `config` on `host` would let anyone spend an upstream key, or None.
 
