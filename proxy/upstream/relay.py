@@ -60,6 +60,17 @@ def _unsendable(headers: Sequence[tuple[bytes, bytes]]) -> bool:
     return _BAD_NAME.search(names) is not None or _BAD_VALUE.search(values) is not None
 
 
+class NoFinalStatus(Exception):
+    """A status HTTP gives no final meaning: 600-999 (uvicorn cannot send one: the client's
+    connection dropped), or a 1xx such as 101 (relayed, it switched the client's connection
+    to nothing). Answered 502 before anything is relayed."""
+
+    safe_reason = "response status that is no final HTTP status"
+
+
+FINAL_STATUSES = range(200, 600)
+
+
 class StreamAborted(Exception):
     """The upstream failed mid-body on a non-SSE response: the client connection must drop.
 
@@ -203,6 +214,8 @@ async def _exchange(
     response = await client.send(request)
     request.body = b""  # sent: a stream would otherwise hold the bytes to its end
     try:
+        if response.status not in FINAL_STATUSES:  # refused as if no response had come
+            raise upstream_failed() from NoFinalStatus()
         relay.status = response.status
         if relay.tap_errors_only and response.status < 400:
             relay.tap = None

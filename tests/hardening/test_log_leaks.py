@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -22,12 +20,12 @@ from tests.fakes.upstream import FakeOpenAI
 from tests.hardening.raw_http import RawResponse, connect, read_response, request_head
 from tests.hardening.support import (
     CHAT,
-    WAIT_S,
     RunningProxy,
     chat_body,
     hardening_config,
     running_proxy,
 )
+from tests.hardening.upstreams import RawUpstream
 
 QUERY_KEY = "sk-proj-" + "QueryLeak7_" * 3
 """Sent in the query string; it must show up nowhere the proxy writes."""
@@ -41,37 +39,6 @@ MALFORMED = {
     "bad content-length": f"HTTP/1.1 200 OK\r\nContent-Length: {RAW_MARK}\r\n\r\n".encode(),
     "not http at all": f"SSH-2.0-{RAW_MARK}\r\n\r\n".encode(),
 }
-
-
-class RawUpstream:
-    """A TCP upstream that reads each request's head and answers with `reply`, then closes."""
-
-    def __init__(self, reply: bytes) -> None:
-        self.reply = reply
-        self._stop = threading.Event()
-        self._listener = socket.create_server((HOST, 0))
-        self._listener.settimeout(0.05)
-        self.port: int = self._listener.getsockname()[1]
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(WAIT_S)
-                data = b""
-                while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
-                    data += chunk
-                conn.sendall(self.reply)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(WAIT_S)
-        self._listener.close()
 
 
 @contextmanager
