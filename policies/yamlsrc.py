@@ -34,6 +34,10 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _STR_TAG = "tag:yaml.org,2002:str"
 _VALUE_TAG = "tag:yaml.org,2002:value"
 """What YAML 1.1 resolves a lone `=` to; PyYAML has no constructor for it. It is text."""
+MAX_ALIAS_VALUES = 100_000
+"""How many values aliases may add beyond the text's own (each use of `*anchor` builds its
+anchor's values again): a 560-byte "billion laughs" file of nested aliases expanded to
+10^9 values, gigabytes; no real config comes near this."""
 _VAR = re.compile(r"\$(\$|\{([^}]*)\}|\{)")
 _VAR_BODY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
 
@@ -98,7 +102,7 @@ def parse(text: str, file: str, *, env: Mapping[str, str] | None = None) -> Loca
         loader.dispose()
     if root is None:
         return Located(None, file, {(): 1})
-    builder = _Builder(yaml.SafeLoader(""), env)
+    builder = _Builder(yaml.SafeLoader(""), env, file)
     data = builder.build(root, ())
     problems = [
         Problem(file, line_of(builder.lines, path), format_path(path), message)
@@ -145,16 +149,36 @@ def _why(exc: Exception) -> str:
 class _Builder:
     """Turns a composed node tree into plain data, recording lines and problems."""
 
-    def __init__(self, constructor: yaml.SafeLoader, env: Mapping[str, str] | None) -> None:
+    def __init__(
+        self, constructor: yaml.SafeLoader, env: Mapping[str, str] | None, file: str
+    ) -> None:
+        self.file = file
         self._constructor = constructor
         self._env = env
         self.lines: dict[KeyPath, int] = {}
         self.problems: list[tuple[KeyPath, str]] = []
         self.hidden: dict[KeyPath, tuple[object, str]] = {}
         self._active: set[int] = set()
+        self._built: set[int] = set()
+        """The nodes built so far (the composed tree keeps them alive: ids stay unique)."""
+        self._repeats = 0
+        """Values built again through aliases."""
+
+    def _bomb(self, path: KeyPath) -> Problem:
+        message = (
+            f"aliases expand to more than {MAX_ALIAS_VALUES} values (an alias bomb?): "
+            "write the values out or use fewer aliases"
+        )
+        return Problem(self.file, line_of(self.lines, path), format_path(path), message)
 
     def build(self, node: Node, path: KeyPath) -> Any:
         self.lines.setdefault(path, node.start_mark.line + 1)
+        if id(node) in self._built:
+            self._repeats += 1
+            if self._repeats > MAX_ALIAS_VALUES:
+                raise ConfigError([self._bomb(path)])
+        else:
+            self._built.add(id(node))
         if isinstance(node, ScalarNode):
             return self._scalar(node, path)
         if id(node) in self._active:
