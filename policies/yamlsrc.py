@@ -17,7 +17,6 @@ secret file named as a policy: errors name the file instead).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
+from policies.envsubst import references, substitute
 from policies.errors import ConfigError, Problem
 
 Key = str | int
@@ -38,8 +38,6 @@ MAX_ALIAS_VALUES = 100_000
 """How many values aliases may add beyond the text's own (each use of `*anchor` builds its
 anchor's values again): a 560-byte "billion laughs" file of nested aliases expanded to
 10^9 values, gigabytes; no real config comes near this."""
-_VAR = re.compile(r"\$(\$|\{([^}]*)\}|\{)")
-_VAR_BODY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
 
 
 def format_path(path: Iterable[Key]) -> str:
@@ -282,44 +280,3 @@ class _Builder:
         except _UNCONSTRUCTIBLE as exc:  # text that looks like a type but is not: 2024-13-45
             self.problems.append((path, f"invalid value after substitution: {_why(exc)}"))
             return None
-
-
-def references(text: str) -> list[str]:
-    """The names of the variables `text` refers to (`${NAME}`, `${NAME:-default}`)."""
-    names = []
-    for match in _VAR.finditer(text):
-        parsed = _VAR_BODY.fullmatch(match.group(2) or "")
-        if parsed is not None:
-            names.append(parsed.group(1))
-    return names
-
-
-def substitute(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:
-    """Expand `${VAR}`, `${VAR:-default}` and `$$` in `text`; also return what went wrong."""
-    problems: list[str] = []
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(1) == "$":
-            return "$"
-        body = match.group(2)
-        parsed = _VAR_BODY.fullmatch(body) if body is not None else None
-        if parsed is None:
-            problems.append(
-                f"malformed variable reference {match.group(0)!r}: "
-                "expected ${NAME} or ${NAME:-default} (write $$ for a literal $)"
-            )
-            return match.group(0)
-        name, default = parsed.group(1), parsed.group(2)
-        # Shell semantics: `:-` applies to an unset or an empty variable.
-        if env.get(name):
-            return env[name]
-        if default is not None:
-            return default
-        if name in env:
-            return ""
-        problems.append(
-            f"environment variable {name!r} is not set (use ${{{name}:-default}} for a default)"
-        )
-        return match.group(0)
-
-    return _VAR.sub(replace, text), problems
