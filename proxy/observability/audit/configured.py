@@ -32,5 +32,10 @@ def open_audit(
     )
     sink = sink_type.open(config.path, config.options, config.retention)
     return AuditWriter(
-        sink, builder, max_queue=config.max_queue, on_outcome=on_outcome, turns=turns
+        sink,
+        builder,
+        max_queue=config.max_queue,
+        max_queue_bytes=config.max_queue_bytes,
+        on_outcome=on_outcome,
+        turns=turns,
     )

@@ -59,7 +59,8 @@ class StoreHealth:
         if first:
             self._log.error(
                 "audit: the store is unavailable (%s); holding %d records and retrying "
-                "with backoff (queued records beyond audit.max_queue are dropped and counted)",
+                "with backoff (records beyond audit.max_queue or max_queue_bytes are "
+                "dropped and counted)",
                 reason,
                 held,
             )
