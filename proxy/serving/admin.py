@@ -5,6 +5,10 @@ A few lines of asyncio rather than a second uvicorn server: uvicorn's `Server` t
 the process's signal handlers, which the main server already owns. A scrape is one small
 HTTP/1.1 request per connection, so each connection answers one request and closes.
 
+At most `MAX_CONNECTIONS` are open at once: past it, the one that has waited longest for its
+request head is closed to make room (585 idle connections to this port once used up the
+descriptors the public listener needed).
+
 With `--workers N` every worker binds the port with SO_REUSEPORT; the kernel spreads
 scrapes over the workers, and each one answers with every worker's metrics (multiprocess
 mode), so any of them will do. Without workers the port is bound exclusively, so a second
@@ -17,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -28,6 +33,38 @@ log = logging.getLogger("curator.admin")
 Render = Callable[[], tuple[bytes, str]]
 READ_TIMEOUT_S = 10.0
 MAX_HEAD_BYTES = 16 * 1024
+MAX_CONNECTIONS = 32
+"""Open admin connections at once, per worker: well inside the descriptors the worker keeps
+back from its public listener (`conn_limits.RESERVED_FDS`)."""
+
+
+class _Connections:
+    """The listener's open connections, and which of them still wait for a request head."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open: set[asyncio.StreamWriter] = set()
+        self.waiting: OrderedDict[asyncio.StreamWriter, None] = OrderedDict()
+
+    def admit(self, writer: asyncio.StreamWriter) -> bool:
+        """Count `writer` in, closing the longest-waiting one to make room if need be;
+        False when every open connection is past its head (being answered)."""
+        if len(self.open) >= self.limit:
+            if not self.waiting:
+                return False
+            oldest, _ = self.waiting.popitem(last=False)
+            self.open.discard(oldest)
+            oldest.transport.abort()
+        self.open.add(writer)
+        self.waiting[writer] = None
+        return True
+
+    def headed(self, writer: asyncio.StreamWriter) -> None:
+        self.waiting.pop(writer, None)
+
+    def closed(self, writer: asyncio.StreamWriter) -> None:
+        self.open.discard(writer)
+        self.waiting.pop(writer, None)
 
 
 @asynccontextmanager
@@ -47,8 +84,16 @@ async def admin_listener(
     except OSError as exc:
         raise OSError(exc.errno, f"metrics.port {port}: cannot listen on {host}: {exc}") from exc
 
+    connections = _Connections(MAX_CONNECTIONS)
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _answer(reader, writer, path, render, viewer)
+        if not connections.admit(writer):
+            writer.transport.abort()
+            return
+        try:
+            await _answer(reader, writer, path, render, viewer, connections.headed)
+        finally:
+            connections.closed(writer)
 
     server = await asyncio.start_server(handle, sock=sock, limit=MAX_HEAD_BYTES)
     if render is not None:
@@ -86,10 +131,12 @@ async def _answer(
     path: str,
     render: Render | None,
     viewer: Viewer | None,
+    headed: Callable[[asyncio.StreamWriter], None],
 ) -> None:
     try:
         async with asyncio.timeout(READ_TIMEOUT_S):
             head = await reader.readuntil(b"\r\n\r\n")
+            headed(writer)
             target = head.partition(b" ")[2].partition(b" ")[0].decode("latin-1")
             viewing = viewer is not None and target.partition("?")[0] != path
             request = await _view_request(reader, head) if viewing else None
