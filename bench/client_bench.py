@@ -72,8 +72,8 @@ async def _h1(url: str, body: bytes, run: Callable[[Send], Awaitable[float]]) ->
 
 async def _httpx(url: str, body: bytes, run: Callable[[Send], Awaitable[float]]) -> float:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(limits=limits) as client:
-        return await _upstream_client(HttpxClient(client), url, body, run)
+    async with httpx.AsyncHTTPTransport(limits=limits) as transport:
+        return await _upstream_client(HttpxClient(transport), url, body, run)
 
 
 CLIENTS = {"H1Client": _h1, "aiohttp": _aiohttp, "httpx": _httpx}

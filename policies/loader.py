@@ -162,7 +162,7 @@ def build_policy(
 
 
 def _load_located(located: Located, name: str, registry: Registry | None) -> Policy:
-    problems = Problems(located.file, located.lines)
+    problems = Problems(located.file, located.lines, located.hidden)
     problems.extend(located.problems)
     policy = build_policy(located.data, name=name, path=(), problems=problems, registry=registry)
     problems.raise_if_any()

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from policies.errors import ConfigError, Problem
 from policies.urls import mask_urls
-from policies.yamlsrc import KeyPath, format_path, line_of
+from policies.yamlsrc import WHOLE_FILE, Hidden, KeyPath, format_path, line_of
 
 T = TypeVar("T")
 Check = Callable[[Any], str | None]
@@ -25,6 +25,31 @@ def suggest(word: str, choices: Iterable[str]) -> str:
     """`; did you mean 'x'?` for the closest choice, or an empty string."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _longest_first(item: tuple[KeyPath, tuple[object, str]]) -> int:
+    return -len(str(item[1][0]))
+
+
+SECRET_MIN_CHARS = 8
+"""A hidden string this long is left out of every message, not only its own key's."""
+
+
+def unquoted(message: str, value: object, name: str) -> str:
+    """`message` with `value` (as `describe`, `repr` or `str` show it) said as `name`."""
+    instead = "the file's text (not shown)" if name == WHOLE_FILE else f"{name} (not shown)"
+    if value is None or isinstance(value, bool):
+        return message
+    message = message.replace(describe(value), f"{_kind(value)} from {instead}")
+    for shown in (repr(value), str(value)):
+        if len(shown) >= 4:
+            message = message.replace(shown, instead)
+    return message
+
+
+def _kind(value: object) -> str:
+    kinds = {str: "a string", int: "an integer", float: "a number"}
+    return kinds.get(type(value), "a value")
 
 
 def describe(value: object) -> str:
@@ -49,11 +74,14 @@ class Problems:
     """Collects problems for one file; keeps only the first problem per key path.
 
     One per path avoids follow-on noise, e.g. an unset `${VAR}` in `base_url` also being
-    reported as "not an http(s) URL".
+    reported as "not an http(s) URL". A message never quotes a value of `hidden`
+    (`Located.hidden`: what came from the environment, a one-scalar file's text): it
+    names the variable or the file instead.
     """
 
     file: str
     lines: Mapping[KeyPath, int]
+    hidden: Hidden = field(default_factory=dict)
     items: list[Problem] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)
 
@@ -62,7 +90,16 @@ class Problems:
         if where in self._seen:
             return
         self._seen.add(where)
+        message = self._unquoted(path, message)
         self.items.append(Problem(self.file, line_of(self.lines, path), where, message))
+
+    def _unquoted(self, path: KeyPath, message: str) -> str:
+        # Longest first: a value that holds another is said whole.
+        for at, (value, name) in sorted(self.hidden.items(), key=_longest_first):
+            near = at[: len(path)] == path or path[: len(at)] == at
+            if near or (isinstance(value, str) and len(value) >= SECRET_MIN_CHARS):
+                message = unquoted(message, value, name)
+        return message
 
     def unknown_keys(self, data: Mapping[Any, Any], allowed: Iterable[str], path: KeyPath) -> None:
         """Report every key of `data` not in `allowed`, with the closest allowed one."""

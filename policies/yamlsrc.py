@@ -8,19 +8,23 @@ which PyYAML silently resolves as "last wins", are reported instead.
 after parsing, so environment text can never add YAML structure. A plain (unquoted) scalar
 is re-typed after substitution the way YAML types it (`port: ${PORT:-8080}` is an int,
 `api_key: ${KEY:-}` is null); a quoted one stays a string.
+
+What a problem must never quote is noted in `Located.hidden`: each substituted value (it
+may be a key: errors name its variable instead), and a whole file that is one scalar (a
+secret file named as a policy: errors name the file instead).
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
+from policies.envsubst import references, substitute
 from policies.errors import ConfigError, Problem
 
 Key = str | int
@@ -30,8 +34,10 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _STR_TAG = "tag:yaml.org,2002:str"
 _VALUE_TAG = "tag:yaml.org,2002:value"
 """What YAML 1.1 resolves a lone `=` to; PyYAML has no constructor for it. It is text."""
-_VAR = re.compile(r"\$(\$|\{([^}]*)\}|\{)")
-_VAR_BODY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?", re.DOTALL)
+MAX_ALIAS_VALUES = 100_000
+"""How many values aliases may add beyond the text's own (each use of `*anchor` builds its
+anchor's values again): a 560-byte "billion laughs" file of nested aliases expanded to
+10^9 values, gigabytes; no real config comes near this."""
 
 
 def format_path(path: Iterable[Key]) -> str:
@@ -45,6 +51,11 @@ def format_path(path: Iterable[Key]) -> str:
     return out
 
 
+Hidden = Mapping[KeyPath, tuple[object, str]]
+"""Values errors must not quote, by key path: (the value, what to say instead)."""
+WHOLE_FILE = "the file's text"
+
+
 @dataclass(frozen=True, slots=True)
 class Located:
     """Plain YAML data plus the line of every key path, and problems found while parsing."""
@@ -53,6 +64,8 @@ class Located:
     file: str
     lines: Mapping[KeyPath, int]
     problems: tuple[Problem, ...] = ()
+    hidden: Hidden = field(default_factory=dict)
+    """Substituted values (said as their `${VAR}`) and a one-scalar file's text."""
 
     def line(self, path: KeyPath) -> int | None:
         return line_of(self.lines, path)
@@ -87,13 +100,16 @@ def parse(text: str, file: str, *, env: Mapping[str, str] | None = None) -> Loca
         loader.dispose()
     if root is None:
         return Located(None, file, {(): 1})
-    builder = _Builder(yaml.SafeLoader(""), env)
+    builder = _Builder(yaml.SafeLoader(""), env, file)
     data = builder.build(root, ())
     problems = [
         Problem(file, line_of(builder.lines, path), format_path(path), message)
         for path, message in builder.problems
     ]
-    return Located(data, file, builder.lines, tuple(problems))
+    hidden = builder.hidden
+    if isinstance(data, str | int | float) and () not in hidden:
+        hidden[()] = (data, WHOLE_FILE)
+    return Located(data, file, builder.lines, tuple(problems), hidden)
 
 
 def parse_file(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Located:
@@ -131,15 +147,36 @@ def _why(exc: Exception) -> str:
 class _Builder:
     """Turns a composed node tree into plain data, recording lines and problems."""
 
-    def __init__(self, constructor: yaml.SafeLoader, env: Mapping[str, str] | None) -> None:
+    def __init__(
+        self, constructor: yaml.SafeLoader, env: Mapping[str, str] | None, file: str
+    ) -> None:
+        self.file = file
         self._constructor = constructor
         self._env = env
         self.lines: dict[KeyPath, int] = {}
         self.problems: list[tuple[KeyPath, str]] = []
+        self.hidden: dict[KeyPath, tuple[object, str]] = {}
         self._active: set[int] = set()
+        self._built: set[int] = set()
+        """The nodes built so far (the composed tree keeps them alive: ids stay unique)."""
+        self._repeats = 0
+        """Values built again through aliases."""
+
+    def _bomb(self, path: KeyPath) -> Problem:
+        message = (
+            f"aliases expand to more than {MAX_ALIAS_VALUES} values (an alias bomb?): "
+            "write the values out or use fewer aliases"
+        )
+        return Problem(self.file, line_of(self.lines, path), format_path(path), message)
 
     def build(self, node: Node, path: KeyPath) -> Any:
         self.lines.setdefault(path, node.start_mark.line + 1)
+        if id(node) in self._built:
+            self._repeats += 1
+            if self._repeats > MAX_ALIAS_VALUES:
+                raise ConfigError([self._bomb(path)])
+        else:
+            self._built.add(id(node))
         if isinstance(node, ScalarNode):
             return self._scalar(node, path)
         if id(node) in self._active:
@@ -220,6 +257,14 @@ class _Builder:
         return self._substitute(node, value, path)
 
     def _substitute(self, node: Node, value: str, path: KeyPath) -> Any:
+        typed = self._substituted(node, value, path)
+        # Hidden when the environment gave any of it (a default is the file's own text).
+        names = [name for name in references(value) if (self._env or {}).get(name)]
+        if names:
+            self.hidden[path] = (typed, " ".join(f"${{{name}}}" for name in names))
+        return typed
+
+    def _substituted(self, node: Node, value: str, path: KeyPath) -> Any:
         result, missing = substitute(value, self._env or {})
         for message in missing:
             self.problems.append((path, message))
@@ -235,34 +280,3 @@ class _Builder:
         except _UNCONSTRUCTIBLE as exc:  # text that looks like a type but is not: 2024-13-45
             self.problems.append((path, f"invalid value after substitution: {_why(exc)}"))
             return None
-
-
-def substitute(text: str, env: Mapping[str, str]) -> tuple[str, list[str]]:
-    """Expand `${VAR}`, `${VAR:-default}` and `$$` in `text`; also return what went wrong."""
-    problems: list[str] = []
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(1) == "$":
-            return "$"
-        body = match.group(2)
-        parsed = _VAR_BODY.fullmatch(body) if body is not None else None
-        if parsed is None:
-            problems.append(
-                f"malformed variable reference {match.group(0)!r}: "
-                "expected ${NAME} or ${NAME:-default} (write $$ for a literal $)"
-            )
-            return match.group(0)
-        name, default = parsed.group(1), parsed.group(2)
-        # Shell semantics: `:-` applies to an unset or an empty variable.
-        if env.get(name):
-            return env[name]
-        if default is not None:
-            return default
-        if name in env:
-            return ""
-        problems.append(
-            f"environment variable {name!r} is not set (use ${{{name}:-default}} for a default)"
-        )
-        return match.group(0)
-
-    return _VAR.sub(replace, text), problems

@@ -51,7 +51,7 @@ def admin_keys(config: str | None) -> tuple[str, ...]:
     data = located.data.get("auth") if isinstance(located.data, dict) else None
     if data is None:
         return ()
-    read = Reader(Problems(config, located.lines))
+    read = Reader(Problems(config, located.lines, located.hidden))
     auth = read_auth(read, data, ("auth",))
     if read.problems.items:
         raise ConfigError(read.problems.items)

@@ -25,6 +25,7 @@ from proxy.cli.pipes import run_to_stdout
 from proxy.cli.report import add_parser as add_report_parser
 from proxy.config.loader import Config, default_config, load_config
 from proxy.config.render import format_config
+from proxy.config.upstreams import cleartext_warnings
 from proxy.observability.audit.readers.registry import READERS as SINK_NAMES
 
 DEFAULT_CONFIG = "config.yaml"
@@ -181,6 +182,8 @@ def _serve(args: argparse.Namespace) -> int:
     if refusal is not None:
         print(refusal, file=sys.stderr)
         return 1
+    for warning in cleartext_warnings(config.upstreams.values()):
+        log.warning("%s", warning)
     from proxy.serving.server import serve  # the HTTP stack loads only for `serve`
 
     serve(config, host=args.host, port=args.port, workers=args.workers, config_path=path)
@@ -197,6 +200,8 @@ def _check(args: argparse.Namespace) -> int:
     if problem is not None:
         print(problem, file=sys.stderr)
         return 1
+    for warning in cleartext_warnings(config.upstreams.values()):
+        print(warning, file=sys.stderr)
     print(format_config(config))
     return 0
 

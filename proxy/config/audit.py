@@ -11,6 +11,7 @@ audit:
     patterns:
       - {name: employee_id, regex: "EMP-[0-9]{6}"}
   max_queue: 10000
+  max_queue_bytes: 64MiB    # and the bodies of the records waiting, in bytes (as sent)
   cache_bytes: 32MiB        # what the writer remembers of the messages it redacted, so a
                             # resent history is not redacted again (0: nothing)
   retention_days: 30        # retention (sqlite, postgres; max_age_days is the old name)
@@ -44,8 +45,9 @@ from proxy.observability.audit.sinks.registry import SINKS, by_scheme, owning
 
 OFF = "none"
 DEFAULT_CACHE_BYTES = 32 * 2**20
+DEFAULT_QUEUE_BYTES = 64 * 2**20
 COMMON_KEYS = (
-    "sink", "path", "store_responses", "redact", "max_queue", "cache_bytes",
+    "sink", "path", "store_responses", "redact", "max_queue", "max_queue_bytes", "cache_bytes",
     "retention_days", "max_age_days", "max_bytes", "spool",
 )  # fmt: skip
 KEYS = (*COMMON_KEYS, *dict.fromkeys(key for t in SINKS.values() for key in t.keys))
@@ -73,6 +75,9 @@ class AuditConfig:
     store_responses: bool = True
     redact: RedactConfig = field(default_factory=RedactConfig)
     max_queue: int = 10_000
+    max_queue_bytes: int = DEFAULT_QUEUE_BYTES
+    """The request and response bytes (as relayed) of the records waiting to be written,
+    held ones included: an unreachable store with 1 MB requests queued ~9 GB by count."""
     cache_bytes: int = DEFAULT_CACHE_BYTES
     """Redacted messages the writer keeps in memory (`RecordBuilder`), in bytes."""
     max_age_days: float | None = None
@@ -145,6 +150,7 @@ def read_audit(read: Reader, value: object, path: KeyPath, *, base_dir: Path) ->
         store_responses=read.get(data, "store_responses", path, True, v.boolean),
         redact=_redact(read, data.get("redact"), (*path, "redact")),
         max_queue=read.get(data, "max_queue", path, 10_000, v.int_in(1, 10_000_000)),
+        max_queue_bytes=read_size(read, data, (*path, "max_queue_bytes")) or DEFAULT_QUEUE_BYTES,
         cache_bytes=_cache_bytes(read, data, path),
         max_age_days=_age(read, data, path),
         max_bytes=read_size(read, data, (*path, "max_bytes")),

@@ -14,6 +14,7 @@ server:
   body_timeout_s: 30     # a body must be complete this long after its head, else 408
   max_connections: null  # per worker; past it new connections get a fast 503 and are closed
                          # (null: sized from the open-file limit, see proxy.serving.conn_limits)
+  max_ws_message_mb: 16  # a WebSocket message over this, either way, closes the session (1009)
 ```
 The guard (proxy/serving/guard.py) enforces body size and max_inflight before the app runs;
 the connection guard (proxy.serving.connection_guard) enforces the last four before any
@@ -48,6 +49,7 @@ LIMIT_KEYS = (
     "header_timeout_s",
     "body_timeout_s",
     "max_connections",
+    "max_ws_message_mb",
 )
 MAX_CONNECTIONS_CAP = 10**6
 
@@ -68,10 +70,18 @@ class Limits:
     body_timeout_s: float = 30.0
     max_connections: int | None = None
     """None: sized from RLIMIT_NOFILE when serving (`conn_limits.connection_limit`)."""
+    max_ws_message_mb: int = 16
+    """The largest WebSocket message relayed, either way. Messages go uncompressed (no
+    permessage-deflate is negotiated): 16 KB of deflate on the wire inflated to 16 MiB on
+    the event loop, and was compressed again for the other side."""
 
     @property
     def max_body_bytes(self) -> int:
         return self.max_body_mb * MIB
+
+    @property
+    def max_ws_message_bytes(self) -> int:
+        return self.max_ws_message_mb * MIB
 
 
 def read_limits(read: Reader, data: Mapping[Any, Any], path: KeyPath) -> Limits:
@@ -93,6 +103,9 @@ def read_limits(read: Reader, data: Mapping[Any, Any], path: KeyPath) -> Limits:
         body_timeout_s=float(read.get(data, "body_timeout_s", path, d.body_timeout_s, _timeout)),
         max_connections=read.get(
             data, "max_connections", path, d.max_connections, _connection_count
+        ),
+        max_ws_message_mb=read.get(
+            data, "max_ws_message_mb", path, d.max_ws_message_mb, v.int_in(1, 64)
         ),
     )
 

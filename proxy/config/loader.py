@@ -20,7 +20,6 @@ from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
 from policies.pricing import PriceTable
 from policies.summarizer import Summarizer
-from policies.urls import masked_url
 from policies.validate import Problems, Reader
 from policies.yamlsrc import KeyPath, parse_file
 from proxy.config.audit import DEFAULT_PATHS, AuditConfig, read_audit
@@ -93,7 +92,7 @@ def load_config(
         located = parse_file(file, env=env)
     except ConfigError as exc:
         raise ConfigFileError(exc.problems, stamped) from None
-    problems = Problems(str(file), located.lines)
+    problems = Problems(str(file), located.lines, located.hidden)
     problems.extend(located.problems)
     build = _Build(Reader(problems), file.parent, env, registry, sources=stamped)
     data = build.read.mapping(located.data, (), SECTIONS)
@@ -123,7 +122,7 @@ def default_config(
     error = base_url_problem(base_url)
     if error is not None:
         raise ConfigError(
-            [Problem("$CURATOR_UPSTREAM", None, "", f"{error}, got {masked_url(base_url)!r}")]
+            [Problem("$CURATOR_UPSTREAM", None, "", f"{error} (its value is not shown)")]
         )
     upstream = UpstreamConfig("default", base_url.rstrip("/"))
     return Config(

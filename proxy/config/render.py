@@ -65,7 +65,9 @@ def _route_lines(number: int, route: Route, config: Config) -> list[str]:
     conditions += [f"model={match.model}"] if match.model is not None else []
     conditions += [f"header {name}={glob}" for name, glob in match.headers]
     upstream = config.upstreams[route.upstream]
-    auth = "api_key set" if upstream.api_key else "client's Authorization passed through"
+    auth = "client's Authorization passed through"
+    if upstream.authorization:
+        auth = "api_key set" if upstream.api_key else "Basic credentials from the URL"
     header = "allowed" if route.allow_policy_header else "ignored"
     return [
         f"  {number}. {route.name}",

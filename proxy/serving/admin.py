@@ -5,6 +5,10 @@ A few lines of asyncio rather than a second uvicorn server: uvicorn's `Server` t
 the process's signal handlers, which the main server already owns. A scrape is one small
 HTTP/1.1 request per connection, so each connection answers one request and closes.
 
+At most `MAX_CONNECTIONS` are open at once: past it, the one that has waited longest for its
+request head is closed to make room (585 idle connections to this port once used up the
+descriptors the public listener needed).
+
 With `--workers N` every worker binds the port with SO_REUSEPORT; the kernel spreads
 scrapes over the workers, and each one answers with every worker's metrics (multiprocess
 mode), so any of them will do. Without workers the port is bound exclusively, so a second
@@ -22,6 +26,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from proxy.observability.exchange import new_id
+from proxy.serving.admin_conns import MAX_CONNECTIONS, Connections
 from proxy.viewer.app import REQUEST_ID, Viewer
 from proxy.viewer.wire import MAX_BODY_BYTES, REASONS, Reply, ViewRequest
 
@@ -56,16 +61,22 @@ async def admin_listener(
     sock = sock or admin_socket(host, port, reuse_port=reuse_port)
     answering: set[asyncio.Task[Any]] = set()
 
+    connections = Connections(MAX_CONNECTIONS)
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not connections.admit(writer):
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         assert task is not None
         answering.add(task)
         try:
-            await _answer(reader, writer, path, render, viewer)
+            await _answer(reader, writer, path, render, viewer, connections.headed)
         except asyncio.CancelledError:
             pass  # the listener is closing (asyncio logs a connection task ended cancelled)
         finally:
             answering.discard(task)
+            connections.closed(writer)
 
     server = await asyncio.start_server(handle, sock=sock, limit=MAX_HEAD_BYTES)
     if render is not None:
@@ -124,13 +135,14 @@ async def _answer(
     path: str,
     render: Render | None,
     viewer: Viewer | None,
+    headed: Callable[[asyncio.StreamWriter], None],
 ) -> None:
     """One request, one answer, then close: never a connection closed unanswered while a
     client waits (a head too large: 431, too slow: 408, a bug: 500 naming a request id)."""
     linger = False
     try:
         try:
-            response = await _reply(reader, path, render, viewer)
+            response = await _reply(reader, writer, path, render, viewer, headed)
         except asyncio.LimitOverrunError:
             limit = f"the request head is over {MAX_HEAD_BYTES // 1024} KiB\n"
             response = _response(HEAD_TOO_LARGE, limit.encode(), PLAIN, head=False)
@@ -156,13 +168,19 @@ async def _answer(
 
 
 async def _reply(
-    reader: asyncio.StreamReader, path: str, render: Render | None, viewer: Viewer | None
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    path: str,
+    render: Render | None,
+    viewer: Viewer | None,
+    headed: Callable[[asyncio.StreamWriter], None],
 ) -> bytes:
     """The whole response to the request `reader` holds."""
     async with asyncio.timeout(READ_TIMEOUT_S):
         head = await reader.readuntil(b"\r\n\r\n")
         if len(head) > MAX_HEAD_BYTES:  # readuntil's limit leaves out the blank line
             raise asyncio.LimitOverrunError("request head too large", len(head))
+        headed(writer)
         target = head.partition(b" ")[2].partition(b" ")[0].decode("latin-1")
         viewing = viewer is not None and target.partition("?")[0] != path
         request = await _view_request(reader, head) if viewing else None

@@ -150,7 +150,7 @@ class _Exchange:
         record.route = route.name
         upstream = edge.config.upstreams[route.upstream]
         record.upstream = upstream.name
-        sent = request_headers(scope["headers"], upstream.api_key, upstream.kind)
+        sent = request_headers(scope["headers"], upstream.authorization, upstream.kind)
         if record.trace is not None:
             sent = record.trace.carry(sent, upstream.base_url)
         return UpstreamRequest(

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from proxy.config.auth import AuthConfig
 from proxy.config.limits import Limits
 from proxy.config.loader import Config
+from proxy.config.upstreams import is_loopback
 from proxy.config.viewer import PUBLIC_PREFIX
 from proxy.errors import JSON_HEADERS, ProxyError, request_too_large
 from proxy.protocols.vendor import vendor_of
@@ -266,31 +266,24 @@ def count_rejection(state: Mapping[str, Any], reason: str) -> None:
 
 
 # -- the bind check `curator serve` runs ------------------------------------------------
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def bind_refusal(config: Config, host: str) -> str | None:
     """Why serving `config` on `host` would let anyone spend an upstream key, or None.
 
-    Refused: a non-loopback address, an upstream with an `api_key`, no `auth.keys`, and no
+    Refused: a non-loopback address, an upstream with an `api_key` (or `user:password` in its
+    URL), no `auth.keys`, and no
     `auth.allow_unauthenticated: true`.
     """
     auth: AuthConfig = config.auth
     if auth.enabled or auth.allow_unauthenticated or is_loopback(host):
         return None
-    keyed = [u.name for u in config.upstreams.values() if u.api_key]
+    keyed = [u.name for u in config.upstreams.values() if u.authorization]
     if not keyed:
         return None
     names = ", ".join(repr(name) for name in keyed)
     return (
-        f"{config.source}: refusing to listen on {host}: upstream {names} has an api_key and "
-        "auth.keys is empty, so anyone who can reach the proxy would spend that key. Set "
+        f"{config.source}: refusing to listen on {host}: upstream {names} has an api_key "
+        "(or URL credentials) and auth.keys is empty, so anyone who can reach the proxy "
+        "would spend that key. Set "
         "auth.keys (clients then send 'Authorization: Bearer <key>'), listen on 127.0.0.1, "
         "or set auth.allow_unauthenticated: true if this exposure is intended."
     )

@@ -94,6 +94,9 @@ def uvicorn_options(limits: Limits | None = None) -> dict[str, Any]:
         "date_header": False,
         "log_config": None,
         "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+        # WebSocket messages as they are on the wire, bounded (see Limits.max_ws_message_mb).
+        "ws_max_size": limits.max_ws_message_bytes,
+        "ws_per_message_deflate": False,
     }
 
 

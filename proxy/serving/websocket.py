@@ -9,7 +9,9 @@ the client's subprotocols offered. The client's handshake is answered only once 
 upstream has accepted, with the subprotocol the upstream chose, so a refusal reaches the
 client as the upstream's own status and body. Messages are then relayed unchanged both
 ways, text as text and binary as binary, until one side closes; its close code and reason
-are passed on.
+are passed on. Neither side gets permessage-deflate, and a message over
+`server.max_ws_message_mb` either way ends the session (1009): 16 KB of deflate inflated to
+16 MiB on the event loop, then was compressed again for the other side.
 
 Nothing is curated: a session's messages are events the model already holds state for,
 not a history the proxy could shorten. The proxy's own refusals (key, path, route, an
@@ -41,8 +43,6 @@ from proxy.serving.paths import checked_path
 from proxy.types import Headers, Message, Receive, Scope, Send
 from proxy.upstream.hygiene import request_headers, upstream_url
 
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-"""The largest message relayed upstream-to-client (uvicorn's own limit the other way)."""
 HANDSHAKE = frozenset(
     (
         b"sec-websocket-key",
@@ -104,7 +104,7 @@ async def _open_upstream(scope: Scope, edge: Edge, keys: KeyRing) -> ClientConne
     config = edge.config.upstreams[route.upstream]
     url = upstream_url(config.base_url, target, query)
     url = "ws" + url[4:] if url.startswith("http") else url  # http -> ws, https -> wss
-    sent = request_headers(headers, config.api_key)
+    sent = request_headers(headers, config.authorization, config.kind)
     agent = next((v.decode("latin-1") for k, v in sent if k == b"user-agent"), None)
     try:
         return await connect(
@@ -115,7 +115,9 @@ async def _open_upstream(scope: Scope, edge: Edge, keys: KeyRing) -> ClientConne
             subprotocols=scope.get("subprotocols") or None,
             user_agent_header=agent,
             open_timeout=config.connect_timeout_s,
-            max_size=MAX_MESSAGE_BYTES,
+            # As the client's side (uvicorn_options): uncompressed, bounded.
+            max_size=edge.config.server.limits.max_ws_message_bytes,
+            compression=None,
             proxy=None,
         )
     except InvalidStatus:

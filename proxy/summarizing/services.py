@@ -70,7 +70,7 @@ def build_complete(
         outgoing = UpstreamRequest(
             method="POST",
             url=upstream.base_url + COMPLETIONS_SUFFIX,
-            headers=request_headers(sent, upstream.api_key),
+            headers=request_headers(sent, upstream.authorization),
             body=orjson.dumps(body),
             connect_timeout_s=min(upstream.connect_timeout_s, request.timeout_s),
             read_timeout_s=request.timeout_s,

@@ -19,12 +19,12 @@ async def open_client(
 ) -> AsyncIterator[UpstreamClient]:
     """The process's upstream client: `H1Client`, or httpx over `transport` when given."""
     if transport is not None:
-        async with httpx.AsyncClient(transport=transport, trust_env=False) as client:
-            yield HttpxClient(client)
+        async with transport:
+            yield HttpxClient(transport)
         return
-    # For what H1Client hands over (URLs with credentials): the system's CA store, as
-    # H1Client uses (httpx would use certifi's).
-    fallback = httpx.AsyncClient(trust_env=False, verify=ssl.create_default_context())
+    # For what H1Client hands over (URLs not ASCII): the system's CA store, as H1Client
+    # uses (httpx would use certifi's).
+    fallback = httpx.AsyncHTTPTransport(trust_env=False, verify=ssl.create_default_context())
     production = H1Client(HttpxClient(fallback))
     async with fallback:
         try:

@@ -13,8 +13,8 @@ dot-segment resolution, no re-quoting), every header's bytes (UTF-8 or not), the
 (from the URL) and Content-Length (from the body). It adds nothing else (no
 Accept-Encoding, User-Agent or cookies), never decompresses and never follows redirects.
 A request that could smuggle (CR or LF in a header, a space in the target) is refused.
-URLs with credentials (`https://user:key@host`) go to `fallback` (httpx), which turns
-them into Basic auth.
+URLs that are not ASCII, or that urlsplit reads otherwise, go to `fallback` (httpx); URL
+credentials never reach a client (`UpstreamConfig` turns them into its Authorization).
 
 A new connection tries the origin's addresses as RFC 8305 says (aiohappyeyeballs, as aiohttp
 does: uvloop's `create_connection` cannot), the addresses looked up at most once a minute.

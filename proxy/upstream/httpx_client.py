@@ -1,5 +1,9 @@
 """An httpx-based upstream client: for tests (`httpx.MockTransport`, respx), other transports,
-and the URLs with credentials `H1Client` hands over. It maps httpx's errors to the proxy's."""
+and the URLs `H1Client` hands over (not ASCII). It maps httpx's errors to the proxy's.
+
+It sends through the transport, not an `httpx.AsyncClient`: the client logs every request's
+URL at INFO (`HTTP Request: POST https://gw/v1/...?key=...`), query-string keys included,
+and would add what a proxy must not (its auth from URL credentials, cookies, redirects)."""
 
 from __future__ import annotations
 
@@ -51,8 +55,8 @@ class _HttpxResponse:
 class HttpxClient:
     """An httpx-based client, for `httpx.MockTransport`, respx or any httpx transport."""
 
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self._client = client
+    def __init__(self, transport: httpx.AsyncBaseTransport) -> None:
+        self._transport = transport
 
     async def send(self, request: UpstreamRequest) -> UpstreamResponse:
         # httpx.Request (not client.build_request) so the client's default headers
@@ -75,7 +79,7 @@ class HttpxClient:
             },
         )
         try:
-            response = await self._client.send(outgoing, stream=True, follow_redirects=False)
+            response = await self._transport.handle_async_request(outgoing)
         except _FAILURES as exc:
             raise _mapped(exc) from exc
         return _HttpxResponse(response)

@@ -69,9 +69,12 @@ class ResponseHead(NamedTuple):
 
 
 def request_headers(
-    headers: Headers, api_key: str | None, kind: str = "openai"
+    headers: Headers, authorization: bytes | None, kind: str = "openai"
 ) -> list[tuple[bytes, bytes]]:
-    """The client's headers as the upstream should see them (see the module docstring).
+    """The client's headers as the upstream should see them (see the module docstring),
+    with the upstream's own credential (`UpstreamConfig.authorization`) in place of the
+    client's when set: the Authorization value for OpenAI's kind, the `x-api-key` value
+    for Anthropic's. An Anthropic key never goes to an OpenAI-kind upstream.
 
     Names arrive lower-cased, as the ASGI spec has servers deliver them.
     """
@@ -82,12 +85,11 @@ def request_headers(
             drop = drop | _tokens(value)
         elif not anthropic and name in CREDENTIALS and _anthropic_key(value):
             drop = drop | {name}
-    if api_key:
+    if authorization:
         drop = drop | (CREDENTIALS if anthropic else {b"authorization"})
     out = [(n, v) for n, v in headers if n not in drop and not n.startswith(DROPPED_PREFIXES)]
-    if api_key:
-        key = api_key.encode("latin-1")
-        out.append((b"x-api-key", key) if anthropic else (b"authorization", b"Bearer " + key))
+    if authorization:
+        out.append((b"x-api-key" if anthropic else b"authorization", authorization))
     return out
 
 

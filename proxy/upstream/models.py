@@ -121,7 +121,8 @@ class UpstreamWindows:
 async def _fetch(client: UpstreamClient, upstream: UpstreamConfig) -> dict[str, int] | None:
     """The windows one upstream lists; None when it could not be asked."""
     url = upstream.api_base + "/models"
-    headers = request_headers([(b"accept", b"application/json")], upstream.api_key, upstream.kind)
+    accept = [(b"accept", b"application/json")]
+    headers = request_headers(accept, upstream.authorization, upstream.kind)
     request = UpstreamRequest(
         "GET", url, headers, b"", upstream.connect_timeout_s, DISCOVERY_TIMEOUT_S
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
@@ -24,6 +23,7 @@ from proxy.errors import ErrorStyle, ProxyError, upstream_failed
 from proxy.protocols.base import USAGE_TAIL_BYTES
 from proxy.types import Outcome, Receive, Send, Tap
 from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
+from proxy.upstream.head_checks import FINAL_STATUSES, NoFinalStatus, UnsendableHeader, unsendable
 from proxy.upstream.hygiene import response_head
 from proxy.upstream.safe_text import failure_reason, loggable_url
 
@@ -39,25 +39,6 @@ WATCH_AFTER_S = 0.02
 def _cause(err: ProxyError) -> str:
     cause = err.__cause__
     return failure_reason(cause) if cause is not None else err.code
-
-
-class UnsendableHeader(Exception):
-    """A response header an HTTP/1.1 server must not send (control bytes, a bad name):
-    answered 502 before anything is relayed, rather than failing mid-response."""
-
-    safe_reason = "response header with bytes HTTP does not allow"
-
-
-_BAD_NAME = re.compile(rb'[\x00-\x1f\x7f()<>@,;:\[\]={} \t\\"]')
-_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
-"""What uvicorn refuses to send (it raises, and the client's connection drops)."""
-
-
-def _unsendable(headers: Sequence[tuple[bytes, bytes]]) -> bool:
-    # One search per side over the joined headers: the separators are allowed bytes.
-    names = b"a".join(n for n, _ in headers)
-    values = b"\t".join(v for _, v in headers)
-    return _BAD_NAME.search(names) is not None or _BAD_VALUE.search(values) is not None
 
 
 class StreamAborted(Exception):
@@ -205,12 +186,14 @@ async def _exchange(
     response = await client.send(request)
     request.body = b""  # sent: a stream would otherwise hold the bytes to its end
     try:
+        if response.status not in FINAL_STATUSES:  # refused as if no response had come
+            raise upstream_failed() from NoFinalStatus()
         relay.status = response.status
         if relay.tap_errors_only and response.status < 400:
             relay.tap = None
         head = response_head(response.headers)
         headers = head.headers
-        if _unsendable(headers):
+        if unsendable(headers):
             raise upstream_failed() from UnsendableHeader()
         headers.extend(extra_headers)
         await send({"type": "http.response.start", "status": response.status, "headers": headers})

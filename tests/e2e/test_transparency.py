@@ -55,6 +55,25 @@ def test_curated_requests_change_only_messages(http: httpx.Client, fake: FakeOpe
     assert "x-curator-actions" in response.headers
 
 
+def test_curated_requests_keep_every_other_fields_exact_bytes(
+    http: httpx.Client, fake: FakeOpenAI
+) -> None:
+    # Decoded and encoded again, the seed went out as 1.8446744073709552e+19 and 1E2 as 100.0.
+    history = coding_agent_session(seed=6, target_tokens=SMALL_WINDOW * 2, model=SMALL_MODEL)
+    head = (
+        b'{ "seed": 18446744073709551617, "model": "' + SMALL_MODEL.encode() + b'",\n'
+        b' "x_vendor": {"n": 1E2, "z": -0, "s": "caf\\u00e9 \\/"}, "messages" : '
+    )
+    tail = b' ,\t"temperature": 1E-1, "max_tokens": 512 }\n'
+    response = http.post(CHAT, content=head + orjson.dumps(history) + tail)
+    assert response.status_code == 200, response.text
+    assert "x-curator-actions" in response.headers
+    sent = fake.last.body
+    assert sent[: len(head)] == head
+    assert sent[-len(tail) :] == tail
+    assert orjson.loads(sent[len(head) : -len(tail)]) != history
+
+
 def test_non_chat_paths_are_forwarded_unchanged(http: httpx.Client, fake: FakeOpenAI) -> None:
     models = http.get("/v1/models?x=1&order=desc")
     embedding_body = b'{"model": "text-embedding-3-small", "input": ["a", "b"]}'

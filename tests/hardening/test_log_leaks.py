@@ -5,9 +5,8 @@ header bytes (aiohttp's messages quote them), and never either in the answer to 
 
 from __future__ import annotations
 
+import base64
 import logging
-import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -17,14 +16,16 @@ import pytest
 
 from proxy.config.loader import UpstreamConfig
 from tests.fakes.servers import HOST, full_accept_queue
+from tests.fakes.upstream import FakeOpenAI
+from tests.hardening.raw_http import RawResponse, connect, read_response, request_head
 from tests.hardening.support import (
     CHAT,
-    WAIT_S,
     RunningProxy,
     chat_body,
     hardening_config,
     running_proxy,
 )
+from tests.hardening.upstreams import RawUpstream
 
 QUERY_KEY = "sk-proj-" + "QueryLeak7_" * 3
 """Sent in the query string; it must show up nowhere the proxy writes."""
@@ -38,37 +39,6 @@ MALFORMED = {
     "bad content-length": f"HTTP/1.1 200 OK\r\nContent-Length: {RAW_MARK}\r\n\r\n".encode(),
     "not http at all": f"SSH-2.0-{RAW_MARK}\r\n\r\n".encode(),
 }
-
-
-class RawUpstream:
-    """A TCP upstream that reads each request's head and answers with `reply`, then closes."""
-
-    def __init__(self, reply: bytes) -> None:
-        self.reply = reply
-        self._stop = threading.Event()
-        self._listener = socket.create_server((HOST, 0))
-        self._listener.settimeout(0.05)
-        self.port: int = self._listener.getsockname()[1]
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(WAIT_S)
-                data = b""
-                while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
-                    data += chunk
-                conn.sendall(self.reply)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(WAIT_S)
-        self._listener.close()
 
 
 @contextmanager
@@ -132,3 +102,34 @@ def test_a_connect_timeout_is_logged_without_the_query(caplog: pytest.LogCapture
     logged = _proxy_log(caplog)
     _assert_clean(logged)
     assert f"{HOST}:{port}/v1/chat/completions" in logged
+
+
+URL_PASSWORD = "gw-" + "UrlPassw0rd_" * 3
+"""The password of an upstream `base_url` given as `http://user:password@host/v1`."""
+
+
+def _raw_post(proxy: RunningProxy, target: str) -> RawResponse:
+    body = chat_body()
+    head = {"content-type": "application/json", "content-length": str(len(body))}
+    with connect(proxy.port) as sock:
+        sock.sendall(request_head("POST", target, head, port=proxy.port) + body)
+        return read_response(sock)
+
+
+def test_url_credentials_and_query_keys_reach_no_log_line(
+    fake: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Every logger, libraries' too, at DEBUG; raw sockets, so the test's own client logs none.
+    caplog.set_level(logging.DEBUG)
+    host = fake.origin.removeprefix("http://")
+    config = hardening_config(fake.origin)
+    upstream = UpstreamConfig("fake", f"http://team:{URL_PASSWORD}@{host}/v1")
+    with running_proxy(replace(config, upstreams={**config.upstreams, "fake": upstream})) as p:
+        response = _raw_post(p, f"{CHAT}?api-version=1&key={QUERY_KEY}")
+    assert response.status == 200, response.body
+    basic = "Basic " + base64.b64encode(f"team:{URL_PASSWORD}".encode()).decode()
+    assert fake.last.header("authorization") == basic
+    logged = "\n".join(f"{r.name} {r.getMessage()} {r.exc_text or ''}" for r in caplog.records)
+    assert URL_PASSWORD not in logged
+    assert basic[6:] not in logged
+    _assert_clean(logged)

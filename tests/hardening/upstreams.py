@@ -1,5 +1,6 @@
 """Upstreams the suite scripts besides the strict fake: a trap nothing may contact, one that
-hangs up, one that plays scripted answers, a quick one for volume, and a firehose.
+hangs up, one that answers raw bytes, one that plays scripted answers, a quick one for
+volume, and a firehose.
 """
 
 from __future__ import annotations
@@ -58,6 +59,37 @@ class HangUp:
                     data += chunk
                 if data:
                     self.requests += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(WAIT_S)
+        self._listener.close()
+
+
+class RawUpstream:
+    """A TCP upstream that reads each request's head and answers with `reply`, then closes."""
+
+    def __init__(self, reply: bytes) -> None:
+        self.reply = reply
+        self._stop = threading.Event()
+        self._listener = socket.create_server((HOST, 0))
+        self._listener.settimeout(0.05)
+        self.port: int = self._listener.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(WAIT_S)
+                data = b""
+                while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
+                    data += chunk
+                conn.sendall(self.reply)
 
     def close(self) -> None:
         self._stop.set()

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from policies.base import CurationContext, Curator, CuratorOutput, PinSpec
+from policies.envsubst import substitute
 from policies.errors import ConfigError, ParamError
 from policies.loader import (
     load_policy,
@@ -22,7 +23,7 @@ from policies.loader import (
 from policies.messages import Message
 from policies.policy import Policy
 from policies.validate import Problems
-from policies.yamlsrc import parse, substitute
+from policies.yamlsrc import parse
 
 
 class _Passes:

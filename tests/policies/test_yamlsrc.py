@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.envsubst import substitute
 from policies.errors import ConfigError
-from policies.yamlsrc import Located, format_path, line_of, parse, parse_file, substitute
+from policies.yamlsrc import Located, format_path, line_of, parse, parse_file
 
 
 def problems(text: str, env: dict[str, str] | None = None) -> list[str]:

@@ -45,7 +45,12 @@ def open_audit(
     if config.spool is not None and config.spool.enabled:
         sink = spooled(sink, config.spool, on_state=on_spool, on_dropped=on_spool_dropped)
     return AuditWriter(
-        sink, builder, max_queue=config.max_queue, on_outcome=on_outcome, turns=turns
+        sink,
+        builder,
+        max_queue=config.max_queue,
+        max_queue_bytes=config.max_queue_bytes,
+        on_outcome=on_outcome,
+        turns=turns,
     )
 
 

@@ -11,12 +11,13 @@ one transaction and one wake-up per record cost ~150 us of CPU per request; batc
 A batch the sink rejects counts its records as failed and logs loudly, at a bounded rate.
 A store that is unavailable (`StoreUnavailable`: database down, connection lost, disk full,
 read-only, an unwritable path) keeps its batch: the thread retries it with backoff while
-new entries wait in the queue, up to `max_queue`, past which they are dropped and counted;
-`health()` says so, for `/healthz` (a remote store's disk spool: `audit.spool`). One writer
-per process (in the app's lifespan): threads do not survive the fork that starts `--workers`;
-a process of its own was measured slower and worse for the loop (README). Jobs queued with
-`run_soon` run in order with the records: the metrics' uncurated-cost job needs the
-counterfactual the record's build computes anyway (one thread waking, not two: -80 us).
+new entries wait, up to `max_queue` records and `max_queue_bytes` (`queue_bytes`), past
+which they are dropped and counted; `health()` says so, for `/healthz` (a remote store's
+disk spool: `audit.spool`). One writer per process (in the app's lifespan): threads do not
+survive the fork that starts `--workers`
+(a process of its own was measured slower and worse for the event loop: README). Jobs
+queued with `run_soon` run in order with the records: the metrics' uncurated-cost job
+needs the counterfactual the record's build computes anyway (one thread waking: -80 us).
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from proxy.heap import HeapTrim
 from proxy.observability.audit.building import Building
 from proxy.observability.audit.entry import AuditRecord, RecordBuilder
 from proxy.observability.audit.health import HealthDetail, StoreHealth
+from proxy.observability.audit.queue_bytes import QueueBytes, entry_bytes
 from proxy.observability.audit.ratelog import RateLimitedLog
 from proxy.observability.audit.sinks.base import Sink, StoreUnavailable
+from proxy.observability.audit.upkeep import close_sink, prune
 from proxy.observability.exchange import ExchangeRecord
 from proxy.priority import BOOKKEEPING_STEPS, Turns, let_the_loop_in, lower_thread_priority
 
@@ -46,8 +49,8 @@ Job = Callable[[], None]
 Queued = ExchangeRecord | AuditRecord | Job | None
 PRUNE_INTERVAL_S = 300.0
 BATCH_WINDOW_S = 0.02
-"""How long the thread waits, once woken, for more entries to write with the first, unless
-one of those already queued is big (`ExchangeRecord.big`)."""
+"""How long the thread waits, once woken, for more entries to write with the first (not
+when one queued is big: `ExchangeRecord.big`)."""
 BATCH_MAX = 1000
 YIELD_AFTER_S = 0.0005
 """Longest stretch the thread builds records without offering the GIL to the event loop
@@ -74,6 +77,7 @@ class AuditWriter:
         builder: RecordBuilder,
         *,
         max_queue: int = 10_000,
+        max_queue_bytes: int = 64 * 2**20,
         prune_interval_s: float = PRUNE_INTERVAL_S,
         batch_window_s: float = BATCH_WINDOW_S,
         on_outcome: Callable[[WriteOutcome], None] | None = None,
@@ -83,16 +87,16 @@ class AuditWriter:
         self._sink = sink
         self.turns = turns or Turns()  # shared with the curation thread (`Turns`)
         self._queue: queue.Queue[Queued] = queue.Queue(max_queue)
-        self._prune_interval = prune_interval_s
-        self._batch_window = batch_window_s
+        self._bytes = QueueBytes(max_queue_bytes)
+        self._held_bytes = 0  # of `_held`, and of the batch being written
+        self._prune_interval, self._batch_window = prune_interval_s, batch_window_s
         self._trim = HeapTrim()
         self._on_outcome = on_outcome
         self._report = report or RateLimitedLog(log)
         self._building = Building(builder, self._report, self._failed)
         self._counts: dict[WriteOutcome, int] = {"written": 0, "dropped": 0, "failed": 0}
         self._lock = threading.Lock()
-        self._closed = False
-        self._closing = threading.Event()
+        self._closed, self._closing = False, threading.Event()
         self._health = StoreHealth(log)
         self._held: list[AuditRecord] = []  # built, the store could not take them yet
         self._retry_in = 0.0
@@ -102,19 +106,30 @@ class AuditWriter:
     def submit(self, entry: ExchangeRecord) -> bool:
         """Queue an entry; False (and counted as dropped) if the queue is full or closed."""
         try:
-            if not self._closed:
-                built = self._building.here(entry)
-                if built is not None:
-                    self._queue.put_nowait(built)
-                return True
-            reason = "the audit writer is closed"
-        except queue.Full:
-            reason = f"the audit queue is full ({self._queue.maxsize} records)"
+            reason = self._queue_entry(entry)
         except Exception as exc:  # the request path must never see an audit error
             reason = f"unexpected {type(exc).__name__}"
+        if reason is None:
+            return True
         self._count("dropped")
         self._report("dropped", logging.WARNING, "audit: record dropped: %s", reason)
         return False
+
+    def _queue_entry(self, entry: ExchangeRecord) -> str | None:
+        """Why `entry` could not be queued; None once it is (or its build failed, counted)."""
+        if self._closed:
+            return "the audit writer is closed"
+        built = self._building.here(entry)
+        if built is None:
+            return None
+        if not self._bytes.admit(built, entry_bytes(entry)):
+            return f"the audit queue is full ({self._bytes.limit} bytes, max_queue_bytes)"
+        try:
+            self._queue.put_nowait(built)
+        except queue.Full:
+            self._bytes.forget(built)
+            return f"the audit queue is full ({self._queue.maxsize} records)"
+        return None
 
     def run_soon(self, job: Job) -> bool:
         """Queue `job` to run in the writer's thread after the entries queued before it;
@@ -185,9 +200,9 @@ class AuditWriter:
                 if stop:
                     break
                 if time.monotonic() >= next_prune:
-                    next_prune = time.monotonic() + self._prune()
+                    next_prune = time.monotonic() + self._prune_and_wait()
         finally:
-            self._close_sink()
+            close_sink(self._sink)
 
     def _take(self, wait: float) -> tuple[list[ExchangeRecord | AuditRecord | Job], bool]:
         """The next batch, what the window gathered after the first entry, and whether the
@@ -225,6 +240,7 @@ class AuditWriter:
         goes first at the next record, unless more is queued: behind, the writer keeps its
         turn, or the queue would grow, each big exchange in it holding its body."""
         records = [*self._held]
+        self._held_bytes += self._bytes.claim(entries)
         with self.turns.turn() as turn:
             yielded = time.perf_counter()
             for entry in entries:
@@ -251,44 +267,30 @@ class AuditWriter:
         """Write `records`; an unavailable store keeps them held for a retry, unless this
         is the last try before stopping."""
         self._held = []
-        if not records:
-            return
         try:
-            self._sink.write_many(records)  # a store that hangs holds up others for a turn
+            if records:
+                self._sink.write_many(records)  # a store that hangs holds up the others
+                self._health.succeeded(len(records))
         except Exception as exc:  # a bad batch must not take the proxy down with it
             if isinstance(exc, StoreUnavailable) and not final:
                 self._retry_in = self._health.failed(str(exc), len(records))
                 self._held = records
-                return
+                return  # their bytes stay counted
             for _ in records:
                 self._failed(exc)
-            return
-        self._health.succeeded(len(records))
-        for _ in records:
-            self._count("written")
+        else:
+            for _ in records:
+                self._count("written")
+        self._bytes.release(self._held_bytes)
+        self._held_bytes = 0
 
     def _failed(self, exc: Exception) -> None:
         self._count("failed")
         self._report("failed", logging.ERROR, "audit: writing a record failed: %s", exc)
 
-    def _prune(self) -> float:
-        """Apply retention (which also opens the store at start); seconds to the next go:
-        sooner while the store is unavailable, so an outage shows and ends promptly."""
-        try:
-            self._sink.prune()
-        except StoreUnavailable as exc:
-            return self._health.failed(str(exc), 0)
-        except Exception as exc:  # retention is retried at the next interval
-            self._report("prune", logging.ERROR, "audit: retention failed: %s", exc)
-        else:
-            self._health.succeeded(0)
-        return self._prune_interval
-
-    def _close_sink(self) -> None:
-        try:
-            self._sink.close()
-        except Exception as exc:  # shutting down anyway; say why the file may be unclean
-            log.error("audit: closing the sink failed: %s", exc)
+    def _prune_and_wait(self) -> float:
+        wait = prune(self._sink, self._health, self._report)
+        return self._prune_interval if wait is None else wait
 
     def _count(self, outcome: WriteOutcome) -> None:
         with self._lock:

@@ -14,6 +14,7 @@ from policies.messages import Message
 from proxy.config.limits import Limits
 from proxy.protocols.base import Assembled, Usage, WireRequest
 from proxy.protocols.chat.assembly import assemble
+from proxy.protocols.splice import spliced
 from proxy.protocols.vendor import Vendor
 from proxy.protocols.wire import check_count, check_depth, count_of, last_object
 
@@ -52,8 +53,8 @@ class ChatCompletions:
         return WireRequest(raw, parsed, model, skip, messages, parsed)
 
     def rebuild(self, request: WireRequest, curated: Sequence[Message]) -> bytes:
-        # Only `messages` is replaced; unpacking keeps every other key's value and order.
-        return orjson.dumps({**(request.body or {}), "messages": curated})
+        # Only `messages` is replaced, in the client's bytes: every other key keeps its.
+        return spliced(request.raw, request.body or {}, "messages", curated)
 
     def usage(self, tail: bytes) -> Usage | None:
         # Streamed, usage comes in the last chunk (with stream_options.include_usage);

@@ -20,6 +20,7 @@ from proxy.protocols.responses.assembly import assemble
 from proxy.protocols.responses.facts import budget_body
 from proxy.protocols.responses.items import GROUP, ITEM_SKIPS, Mapped, to_neutral
 from proxy.protocols.responses.rebuild import rebuild
+from proxy.protocols.splice import spliced
 from proxy.protocols.vendor import Vendor
 from proxy.protocols.wire import check_count, check_depth, count_of, last_object
 
@@ -67,8 +68,8 @@ class ResponsesAPI:
 
     def rebuild(self, request: WireRequest, curated: Sequence[Message]) -> bytes:
         mapped: Mapped = request.state
-        # Only `input` is replaced; unpacking keeps every other key's value and order.
-        return orjson.dumps({**(request.body or {}), "input": rebuild(mapped, curated)})
+        # Only `input` is replaced, in the client's bytes: every other key keeps its.
+        return spliced(request.raw, request.body or {}, "input", rebuild(mapped, curated))
 
     def usage(self, tail: bytes) -> Usage | None:
         # Streamed, usage comes in the `response.completed` event; earlier events carry

@@ -27,8 +27,9 @@ from tests.proxy.config.configs import MINIMAL, load
 FULL = """\
 server: {host: 0.0.0.0, port: 9000, workers: 2}
 upstreams:
-  openai: {base_url: "https://user:pw@api.example.com/v1", api_key: sk-test-secret}
+  openai: {base_url: "https://api.example.com/v1", api_key: sk-test-secret}
   local: {base_url: "http://127.0.0.1:8000/v1"}
+  gateway: {base_url: "https://user:pw@gw.example.com/v1"}
 models:
   "llama-*": {context_window: 8192, max_input_tokens: 4096, encoding: cl100k_base}
   "small-*": {context_window: 2000}
@@ -50,7 +51,7 @@ routes:
     policy: agents
     allow_policy_header: true
     mode: shadow
-  - {name: exact, match: {model: "x"}, upstream: local, policy: "off"}
+  - {name: exact, match: {model: "x"}, upstream: gateway, policy: "off"}
   - {name: rest, upstream: local, policy: "off", mode: "off"}
 """
 
@@ -66,12 +67,12 @@ def test_a_config_is_shown_section_by_section(tmp_path: Path) -> None:
         "routes (first match wins):",
         "  1. agents",
         "     match: path=/v1/chat/* model=gpt-4o* header x-team=agents",
-        "     upstream: openai https://***@api.example.com/v1 (api_key set)",
+        "     upstream: openai https://api.example.com/v1 (api_key set)",
         "     policy: agents (x-curator-policy header allowed)",
         "     mode: shadow (curated and reported only: the upstream gets the client's exact bytes)",
         "  2. exact",
         "     match: model=x",
-        "     upstream: local http://127.0.0.1:8000/v1 (client's Authorization passed through)",
+        "     upstream: gateway https://gw.example.com/v1 (Basic credentials from the URL)",
         "     policy: off (x-curator-policy header ignored)",
         "     mode: enforce",
         "  3. rest",
@@ -99,6 +100,7 @@ def test_a_config_is_shown_section_by_section(tmp_path: Path) -> None:
     ]
     assert "sk-test-secret" not in format_config(config)
     assert ":pw@" not in format_config(config)
+    assert "dXNlcjpwdw" not in format_config(config)  # nor user:pw in base64
 
 
 def test_without_model_overrides_there_is_no_models_section(tmp_path: Path) -> None:

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.proxy.config.configs import MINIMAL, assert_one_problem, load
+from proxy.cli.main import main
+from proxy.config.upstreams import UpstreamConfig
+from tests.proxy.config.configs import MINIMAL, assert_one_problem, load, write
 
 ERRORS = [
     (
@@ -46,6 +48,12 @@ ERRORS = [
         "config.yaml:2: upstreams.openai.timeout: unknown key 'timeout'",
     ),
     (
+        MINIMAL.replace("https://api", "https://team:pw@api").replace(
+            "}\npolicies", ", api_key: k}\npolicies"
+        ),
+        "config.yaml:2: upstreams.openai.api_key: set together with user:password in base_url",
+    ),
+    (
         MINIMAL.replace('{base_url: "https://api.openai.com/v1"}', "[1]"),
         "config.yaml:2: upstreams.openai: expected a mapping, got a list",
     ),
@@ -83,4 +91,37 @@ def test_an_unknown_kind_is_named(tmp_path: Path) -> None:
     text = MINIMAL.replace("}\npolicies", ", kind: gemini}\npolicies")
     assert_one_problem(
         tmp_path, text, "config.yaml:2: upstreams.openai.kind: expected openai | anthropic"
+    )
+
+
+@pytest.mark.parametrize(
+    ("base_url", "api_key", "warned"),
+    [
+        ("http://10.0.0.5:8000/v1", "sk-internal", "api_key"),
+        ("http://team:pw@gateway.internal/v1", None, "URL credentials"),
+        ("http://gateway.internal/v1", None, None),  # no key of ours goes
+        ("https://gateway.internal/v1", "sk-internal", None),
+        ("http://127.0.0.1:8000/v1", "sk-internal", None),
+        ("http://localhost:8000/v1", "sk-internal", None),
+        ("http://[::1]:8000/v1", "sk-internal", None),
+    ],
+)
+def test_check_warns_of_a_key_sent_in_clear_text(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    base_url: str,
+    api_key: str | None,
+    warned: str | None,
+) -> None:
+    key = f", api_key: {api_key}" if api_key else ""
+    text = MINIMAL.replace('"https://api.openai.com/v1"}', f'"{base_url}"{key}}}')
+    assert main(["check", "--config", str(write(tmp_path, text))]) == 0
+    _, err = capsys.readouterr()
+    if warned is None:
+        assert "warning" not in err
+        return
+    host = UpstreamConfig("openai", base_url).base_url.split("//")[1].split(":")[0].split("/")[0]
+    assert err.strip() == (
+        f"warning: upstream 'openai' sends its {warned} in clear text over http:// to {host}, "
+        "which is not loopback: anyone on the path can read it; use https://"
     )

@@ -53,8 +53,10 @@ def test_check_masks_user_info_and_redis_passwords(
     assert main(["check", "--config", str(path)]) == 0
     out, err = capsys.readouterr()
     _assert_masked(out + err)
-    assert "upstream: gateway https://***@gateway.internal:8443/v1" in out
-    assert "upstream: token https://***@llm.internal/v1" in out
+    # Credentials leave the URL as the config is read: they are the upstream's Authorization.
+    basic = "(Basic credentials from the URL)"
+    assert f"upstream: gateway https://gateway.internal:8443/v1 {basic}" in out
+    assert f"upstream: token https://llm.internal/v1 {basic}" in out
     assert "cache: 'redis://***@cache.internal:6379/0'" in out
 
 
@@ -88,7 +90,7 @@ def test_the_built_in_upstream_is_logged_masked(
     assert main(["check"]) == 0
     out, err = capsys.readouterr()
     _assert_masked(out + err + caplog.text)
-    assert "https://***@gateway.internal/v1" in caplog.text
+    assert "upstream https://gateway.internal/v1," in caplog.text
     monkeypatch.setenv("CURATOR_UPSTREAM", f"ftp://team:{USER_KEY}@gateway.internal/v1")
     assert main(["check"]) == 1
     out, err = capsys.readouterr()

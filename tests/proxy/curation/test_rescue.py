@@ -156,8 +156,8 @@ def run(handler: httpx.MockTransport, retry_to: bytes | None) -> tuple[int, byte
         return request(retry_to) if retry_to is not None else None
 
     async def go() -> tuple[int, bytes]:
-        async with httpx.AsyncClient(transport=handler) as client:
-            rescuing = RescuingClient(HttpxClient(client), retry)
+        async with handler:
+            rescuing = RescuingClient(HttpxClient(handler), retry)
             response = await rescuing.send(request())
             chunks = []
             while chunk := await response.read():

@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from proxy.serving.admin import MAX_CONNECTIONS as CAP
 from proxy.serving.admin import admin_listener
 
 METRICS = b"# HELP curator_up 1\ncurator_up 1\n"
@@ -63,3 +64,28 @@ async def test_a_port_in_use_is_said_with_the_setting_that_chose_it() -> None:
         with pytest.raises(OSError, match=f"metrics.port {port}: cannot listen on 127.0.0.1"):
             async with admin_listener("127.0.0.1", port, "/metrics", render):
                 pass
+
+
+async def _closed_by_the_server(reader: asyncio.StreamReader) -> bool:
+    try:
+        return await reader.read() == b""
+    except ConnectionError:  # reset: closed at once
+        return True
+
+
+@pytest.mark.anyio
+async def test_past_the_cap_the_longest_waiting_connection_makes_room() -> None:
+    async with admin_listener("127.0.0.1", 0, "/metrics", render) as server:
+        port = server.sockets[0].getsockname()[1]
+        idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3 * CAP)]
+        answer = await ask(port, b"GET /metrics HTTP/1.1\r\n\r\n")
+        reads = [asyncio.ensure_future(_closed_by_the_server(r)) for r, _ in idle]
+        # The rest wait for their heads (10 s): only the evicted ones end this soon.
+        done, pending = await asyncio.wait(reads, timeout=1.0)
+        for task in pending:
+            task.cancel()
+        for _, writer in idle:
+            writer.close()
+    assert answer.endswith(METRICS)  # the scrape got in during the flood
+    assert sum(task.result() for task in done) == 2 * CAP + 1  # the scrape made room too
+    assert len(pending) == CAP - 1

@@ -9,6 +9,7 @@ test_client.py.
 from __future__ import annotations
 
 import gzip
+import logging
 from collections.abc import AsyncIterator
 
 import httpx
@@ -59,6 +60,21 @@ async def test_the_wire_gets_the_target_and_header_bytes_as_given(
     assert lines[:2] == [b"Host: " + upstream.origin[7:].encode(), b"X-Title: caf\xe9\xff"]
     names = sorted(raw.partition(b":")[0].lower() for raw in lines)
     assert names == [b"authorization", b"content-length", b"host", b"x-title"]
+
+
+async def test_nothing_logs_the_url_or_its_query(
+    client: UpstreamClient, upstream: ScriptedUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    """httpx's client logs every request's URL at INFO, `?key=...` included; its transport,
+    which this client uses, does not (httpcore's DEBUG lines name the host only)."""
+    caplog.set_level(logging.DEBUG)
+    key = "sk-query-" + "NotLogged_" * 3
+    response = await client.send(req(upstream, f"/echo?key={key}"))
+    await response.aclose()
+    assert response.status == 200
+    assert caplog.records  # httpcore's DEBUG lines
+    assert key not in caplog.text
+    assert "/echo" not in caplog.text
 
 
 async def test_a_real_body_keeps_its_gzip_and_loses_its_chunking(

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.config.upstreams import UpstreamConfig
 from proxy.upstream.hygiene import (
     DROPPED_PREFIXES,
     HOP_BY_HOP,
@@ -149,26 +150,28 @@ def test_an_api_key_replaces_every_client_authorization_at_the_end() -> None:
         (b"accept", b"*/*"),
         (b"authorization", b"Basic dTpw"),
     ]
-    assert request_headers(headers, "sk-upstream") == [
+    assert request_headers(headers, b"Bearer sk-upstream") == [
         (b"accept", b"*/*"),
         (b"authorization", b"Bearer sk-upstream"),
     ]
 
 
 def test_an_api_key_is_added_when_the_client_sent_none() -> None:
-    assert request_headers([], "sk-\u00e9") == [(b"authorization", b"Bearer sk-\xe9")]
+    key = UpstreamConfig("u", "https://h/v1", api_key="sk-\u00e9").authorization
+    assert request_headers([], key) == [(b"authorization", b"Bearer sk-\xe9")]
 
 
 @pytest.mark.parametrize("api_key", [None, ""])
 def test_without_an_api_key_the_clients_authorization_passes(api_key: str | None) -> None:
     headers = [(b"authorization", b"Bearer sk-client")]
-    assert request_headers(headers, api_key) == headers
+    authorization = UpstreamConfig("u", "https://h/v1", api_key=api_key).authorization
+    assert request_headers(headers, authorization) == headers
 
 
 def test_request_headers_do_not_change_their_input() -> None:
     headers = [(b"host", b"h"), (b"authorization", b"Bearer c"), (b"accept", b"*/*")]
     before = list(headers)
-    request_headers(headers, "sk")
+    request_headers(headers, b"Bearer sk")
     assert headers == before
 
 
@@ -184,10 +187,10 @@ names = st.sampled_from(
 @given(
     headers=st.lists(st.tuples(names, st.binary(max_size=4)), max_size=12),
     named=st.lists(st.sampled_from([b"x-a", b"X-B", b"accept"]), max_size=3),
-    api_key=st.none() | st.just("sk-up"),
+    api_key=st.none() | st.just(b"Bearer sk-up"),
 )
 def test_request_headers_pass_exactly_the_end_to_end_ones_in_order(
-    headers: Pairs, named: list[bytes], api_key: str | None
+    headers: Pairs, named: list[bytes], api_key: bytes | None
 ) -> None:
     sent = [(b"connection", b", ".join(named)), *headers] if named else headers
     dropped = REQUEST_DROPS | {n.lower() for n in named if b"," not in n}
@@ -195,7 +198,7 @@ def test_request_headers_pass_exactly_the_end_to_end_ones_in_order(
         dropped |= {b"authorization"}
     expected = [(n, v) for n, v in sent if n not in dropped and not n.startswith(DROPPED_PREFIXES)]
     if api_key:
-        expected.append((b"authorization", b"Bearer " + api_key.encode()))
+        expected.append((b"authorization", api_key))
     assert request_headers(sent, api_key) == expected
 
 

@@ -70,9 +70,9 @@ def test_discovery_reads_each_upstream_and_tolerates_failures() -> None:
 
     async def run() -> UpstreamWindows:
         windows = UpstreamWindows()
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            configs = [upstream("vllm"), upstream("down"), upstream("keyed")]
-            await windows.discover(HttpxClient(client), configs)
+        client = HttpxClient(httpx.MockTransport(handler))
+        configs = [upstream("vllm"), upstream("down"), upstream("keyed")]
+        await windows.discover(client, configs)
         return windows
 
     windows = asyncio.run(run())
@@ -94,9 +94,9 @@ def test_a_failed_discovery_keeps_what_the_last_one_found() -> None:
 
     async def run() -> UpstreamWindows:
         windows = UpstreamWindows()
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            await windows.discover(HttpxClient(client), [upstream("a")])
-            await windows.discover(HttpxClient(client), [upstream("a")])
+        client = HttpxClient(httpx.MockTransport(handler))
+        await windows.discover(client, [upstream("a")])
+        await windows.discover(client, [upstream("a")])
         return windows
 
     assert asyncio.run(run()).window("a", "m") == 4096
@@ -113,10 +113,10 @@ def test_an_upstream_with_discovery_off_is_never_asked_and_forgets() -> None:
 
     async def run() -> UpstreamWindows:
         windows = UpstreamWindows()
-        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-            await windows.discover(HttpxClient(client), [upstream("a"), upstream("b")])
-            assert windows.window("b", "m") == 4096
-            await windows.discover(HttpxClient(client), [upstream("a"), quiet])  # a reload
+        client = HttpxClient(httpx.MockTransport(handler))
+        await windows.discover(client, [upstream("a"), upstream("b")])
+        assert windows.window("b", "m") == 4096
+        await windows.discover(client, [upstream("a"), quiet])  # a reload
         return windows
 
     windows = asyncio.run(run())

@@ -62,7 +62,7 @@ CLIENT_HEADERS = [
 
 
 def test_request_headers_drop_hop_by_hop_control_and_derived_headers() -> None:
-    out = request_headers(CLIENT_HEADERS, api_key=None)
+    out = request_headers(CLIENT_HEADERS, None)
     assert out == [
         (b"content-type", b"application/json"),
         (b"authorization", b"Bearer sk-client"),
@@ -72,7 +72,7 @@ def test_request_headers_drop_hop_by_hop_control_and_derived_headers() -> None:
 
 
 def test_configured_api_key_replaces_the_clients_authorization() -> None:
-    out = request_headers(CLIENT_HEADERS, api_key="sk-upstream")
+    out = request_headers(CLIENT_HEADERS, b"Bearer sk-upstream")
     auth = [v for n, v in out if n.lower() == b"authorization"]
     assert auth == [b"Bearer sk-upstream"]
 

@@ -39,7 +39,8 @@ def _read_options(read: Reader, data: Mapping[str, Any], path: KeyPath) -> dict[
             "sink: postgres needs its driver: pip install 'context-curator[postgres]'",
         )
     timeout = read.get(data, "connect_timeout_s", path, 5, v.positive_number)
-    return {"dsn": dsn, "connect_timeout_s": timeout}
+    calls = read.get(data, "timeout_s", path, 10, v.positive_number)
+    return {"dsn": dsn, "connect_timeout_s": timeout, "timeout_s": calls}
 
 
 def _open(location: str, options: Mapping[str, Any], retention: Retention) -> Sink:
@@ -50,6 +51,7 @@ def _open(location: str, options: Mapping[str, Any], retention: Retention) -> Si
         schema.dsn_of(location, options),
         max_age_days=retention.max_age_days,
         connect_timeout_s=float(options.get("connect_timeout_s", 5)),
+        timeout_s=float(options.get("timeout_s", schema.TIMEOUT_S)),
     )
 
 
@@ -70,7 +72,7 @@ SINK = SinkType(
     "postgres",
     _open,
     schemes=("postgres", "postgresql"),
-    keys=("dsn", "connect_timeout_s"),
+    keys=("dsn", "connect_timeout_s", "timeout_s"),
     read_options=_read_options,
     retention=("retention_days", "max_age_days"),
     location_key="dsn",

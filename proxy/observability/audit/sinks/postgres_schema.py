@@ -28,9 +28,11 @@ from proxy.observability.audit.sinks.migrations import Migration, latest, pendin
 
 LOCK_KEY = 0x6375726174  # "curat": this proxy's advisory lock, held while migrating
 CONNECT_TIMEOUT_S = 5
-STATEMENT_TIMEOUT_MS = 30_000
-"""A database slower than this fails the batch as unavailable (retried), rather than
-holding the writer thread while the queue fills behind it."""
+TIMEOUT_S = 10.0
+"""`audit.timeout_s`: a database slower than this fails the batch as unavailable (retried),
+rather than holding the writer thread while the queue fills behind it. The server enforces
+it (`statement_timeout`) and so does the client (`postgres_deadline`), for a server too
+frozen to enforce anything."""
 
 MIGRATIONS = (
     Migration(
@@ -73,7 +75,7 @@ def unavailable(exc: psycopg.Error) -> bool:
 def connect(dsn: str, *, read_only: bool = False, **options: Any) -> psycopg.Connection[Any]:
     """A connection with the timeouts above; raises StoreUnavailable if none can be had."""
     timeout = options.get("connect_timeout_s", CONNECT_TIMEOUT_S)
-    settings = f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"
+    settings = f"-c statement_timeout={int(options.get('timeout_s', TIMEOUT_S) * 1000)}"
     if read_only:
         settings += " -c default_transaction_read_only=on"
     try:

@@ -5,9 +5,10 @@ the messages, each distinct one inserted once (its `last_used` raised now and th
 then the records, skipping any already stored (`uid`). Messages are
 upserted in digest order, so concurrent writers lock rows in the same order and never
 deadlock. Any error that means the database cannot take writes (down, restarted,
-connection lost, slow, disk full, read-only) drops the connection and raises
-`StoreUnavailable`: the writer keeps the batch and retries with backoff, and the retry
-cannot duplicate a record whose first COMMIT landed.
+connection lost, slow, disk full, read-only, frozen past `timeout_s`: the client-side
+`postgres_deadline`) drops the connection and raises `StoreUnavailable`: the writer keeps
+the batch and retries with backoff, and the retry cannot duplicate a record whose first
+COMMIT landed.
 
 Schema and migrations: `sinks.postgres_schema`. Reading back: `readers.postgres`.
 Registered by `sinks.postgres` (which loads this module, and psycopg, only when used).
@@ -28,6 +29,7 @@ import psycopg
 from proxy.observability.audit.entry import AuditRecord
 from proxy.observability.audit.sinks import postgres_schema as schema
 from proxy.observability.audit.sinks.base import Bodies, StoreUnavailable, blobs_of, stored_fields
+from proxy.observability.audit.sinks.postgres_deadline import Deadline
 
 PRUNE_BATCH = 500
 KNOWN_MAX = 50_000
@@ -69,11 +71,17 @@ class PostgresSink:
     """Writes records to PostgreSQL and applies retention. Used by one thread only."""
 
     def __init__(
-        self, dsn: str, *, max_age_days: float | None = None, connect_timeout_s: float = 5
+        self,
+        dsn: str,
+        *,
+        max_age_days: float | None = None,
+        connect_timeout_s: float = 5,
+        timeout_s: float = schema.TIMEOUT_S,
     ) -> None:
         self._dsn = dsn
         self.max_age_days = max_age_days
         self._connect_timeout_s = connect_timeout_s
+        self._deadline = Deadline(timeout_s)
         self._conn: psycopg.Connection[Any] | None = None
         self._known: OrderedDict[bytes, float] = OrderedDict()
         """Messages this sink stored, with the `last_used` it gave them: within the slack
@@ -84,9 +92,11 @@ class PostgresSink:
     def _connection(self) -> psycopg.Connection[Any]:
         # Connected (and migrated) lazily in the writer thread; reconnected after a loss.
         if self._conn is None or self._conn.closed:
-            conn = schema.connect(self._dsn, connect_timeout_s=self._connect_timeout_s)
+            timeouts = (self._connect_timeout_s, self._deadline.seconds)
+            conn = schema.connect(self._dsn, connect_timeout_s=timeouts[0], timeout_s=timeouts[1])
             try:
-                schema.migrate(conn, where="audit.dsn")
+                with self._deadline.bound(conn):
+                    schema.migrate(conn, where="audit.dsn")
             except BaseException:
                 conn.close()
                 raise
@@ -120,7 +130,7 @@ class PostgresSink:
             conn = self._connection()
             digests = sorted(d for d in used if not self._fresh(d, used[d]))
             upsert = (digests, [used[d] for d in digests], [bodies[d] for d in digests])
-            with conn.transaction():
+            with self._deadline.bound(conn), conn.transaction():
                 if digests:
                     conn.execute(_UPSERT_MESSAGES, upsert)
                 conn.execute(_INSERT_RECORDS, columns)
@@ -144,10 +154,12 @@ class PostgresSink:
                 return 0
             cutoff = (time.time() if now is None else now) - self.max_age_days * 86400
             deleted = 0
-            while count := _delete_batch(conn, _DELETE_OLDEST, cutoff):
-                deleted += count
-            while _delete_batch(conn, _DELETE_UNUSED, cutoff - schema.LAST_USED_SLACK_S):
-                pass
+            with self._deadline.bound(conn):
+                while count := _delete_batch(conn, _DELETE_OLDEST, cutoff):
+                    deleted += count
+            with self._deadline.bound(conn):
+                while _delete_batch(conn, _DELETE_UNUSED, cutoff - schema.LAST_USED_SLACK_S):
+                    pass
             return deleted
 
     def close(self) -> None:
@@ -162,6 +174,10 @@ class PostgresSink:
         try:
             yield
         except psycopg.Error as exc:
+            if self._deadline.expired:
+                self.close()
+                seconds = self._deadline.seconds
+                raise StoreUnavailable(f"postgres: no answer within {seconds:g} s") from None
             if not schema.unavailable(exc):
                 raise
             self.close()

@@ -113,3 +113,32 @@ def test_health_body_shows_the_audit_only_while_degraded() -> None:
     writer.detail = HealthDetail("degraded", 1.5, 3)
     body = orjson.loads(health_body(writer))
     assert body == {"status": "ok", "audit": {"state": "degraded", "since": 1.5, "tries": 3}}
+
+
+def test_past_max_queue_bytes_records_are_dropped_until_written() -> None:
+    store = FlakyStore()
+    w = AuditWriter(store, RecordBuilder(Redactor.build()), max_queue_bytes=5_000_000)
+    big = [entry(i) for i in range(21)]
+    for one in big:
+        one.request_bytes = 1_000_000
+    assert w.submit(big[0])
+    wait_until(lambda: store.tries >= 1, "the first try")
+    accepted = sum(w.submit(one) for one in big[1:20])
+    assert accepted == 4  # 5 MB with the batch the thread holds
+    assert w.stats().dropped == 15
+    store.up.set()
+    wait_until(lambda: w.stats().written == 5, "the held and queued records")
+    assert w.submit(big[20])  # written, their bytes no longer count
+    assert w.close(WAIT)
+    assert w.stats().written == 6
+
+
+def test_one_entry_bigger_than_max_queue_bytes_is_let_in_when_none_waits() -> None:
+    store = FlakyStore()
+    store.up.set()
+    w = AuditWriter(store, RecordBuilder(Redactor.build()), max_queue_bytes=1000)
+    one = entry(0)
+    one.request_bytes = 1_000_000
+    assert w.submit(one)
+    assert w.close(WAIT)
+    assert w.stats().written == 1

@@ -6,13 +6,14 @@ import os
 import sys
 import threading
 import time
+import tracemalloc
 import weakref
 
 import pytest
 
 from policies.prefix_cache import Block, PrefixCache, Prompt
 from proxy.observability.usage.conversation import conversation_key
-from proxy.observability.usage.counterfactual import Counterfactuals, SpendThread
+from proxy.observability.usage.counterfactual import NODE_BYTES, Counterfactuals, SpendThread
 from proxy.priority import BOOKKEEPING_STEPS, MAX_NICE
 
 SYSTEM = {"role": "system", "content": "You are terse."}
@@ -51,6 +52,29 @@ def test_memory_is_bounded() -> None:
     assert history.cached_tokens("a", prompt(2000)) == 0, "a was the least recently used"
     history.cached_tokens("c", prompt(1, 1, 1, 1, 1))  # past max_nodes: c starts over
     assert history.cached_tokens("c", prompt(2000)) == 0
+
+
+def _digests(conversation: int, count: int) -> Prompt:
+    """`count` one-token blocks with 16-byte keys of their own, as real digests are."""
+    base = conversation << 32
+    return Prompt(tuple(Block((base + i).to_bytes(16, "big"), 1) for i in range(count)))
+
+
+def test_memory_is_bounded_in_bytes_across_conversations() -> None:
+    # As the attack: each request a conversation of its own with 9,999 messages.
+    history = Counterfactuals(max_bytes=2 * 2**20)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for conversation in range(24):
+            history.cached_tokens(f"c{conversation}", _digests(conversation, 9999))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert history.bytes <= history.max_bytes
+    assert len(history) == history.max_bytes // (9999 * NODE_BYTES)  # the newest ones
+    assert held < 2 * history.max_bytes, held  # by count alone: ~40 MB
+    assert history.cached_tokens("c23", _digests(23, 2000)) == 1920  # the newest is kept
 
 
 def test_spend_thread_runs_jobs_in_order_and_drops_when_full() -> None:

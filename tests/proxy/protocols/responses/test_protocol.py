@@ -79,6 +79,14 @@ def test_rebuild_replaces_input_and_keeps_every_other_field_in_order() -> None:
     assert rebuilt["instructions"] == "x"
 
 
+def test_rebuild_keeps_every_other_fields_exact_bytes() -> None:
+    head = b'{"model": "gpt-4.1", "seed": 18446744073709551617, "input": '
+    tail = b', "temperature": 1E-1}'
+    request = RESPONSES.parse(head + orjson.dumps([r.user("a"), r.user("b")]) + tail, LIMITS)
+    rebuilt = RESPONSES.rebuild(request, request.messages[1:])
+    assert rebuilt == head + orjson.dumps([r.user("b")]) + tail
+
+
 def test_usage_comes_from_a_body_and_from_the_completed_event() -> None:
     request = {"model": "gpt-4.1", "input": [r.user()]}
     done = responses_rules.response(request, Behavior(reply="Hi there."), 2048, ENC)

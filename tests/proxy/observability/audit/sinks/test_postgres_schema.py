@@ -132,7 +132,7 @@ def setting(conn: psycopg.Connection[Any], name: str) -> str:
 
 def test_a_writer_connection_has_the_timeout_and_its_transactions(untouched_dsn: str) -> None:
     with schema.connect(untouched_dsn, connect_timeout_s=0.2) as conn:
-        assert setting(conn, "statement_timeout") == f"{schema.STATEMENT_TIMEOUT_MS // 1000}s"
+        assert setting(conn, "statement_timeout") == f"{int(schema.TIMEOUT_S)}s"
         assert setting(conn, "application_name") == "curator-audit"
         assert setting(conn, "default_transaction_read_only") == "off"
         assert conn.autocommit is False

@@ -128,7 +128,7 @@ class Database:
 
     def connect(self, dsn: str, **options: Any) -> FakeConn:
         assert dsn == DSN
-        assert options == {"connect_timeout_s": 2.5}
+        assert options == {"connect_timeout_s": 2.5, "timeout_s": schema.TIMEOUT_S}
         conn, self.next_conn = self.next_conn or FakeConn(), None
         self.conns.append(conn)
         return conn
