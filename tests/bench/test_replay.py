@@ -63,7 +63,7 @@ def test_curated_strategies_fit_and_send_less_than_the_full_history(rows: dict[s
         assert 0 < row.hit_ratio < full.hit_ratio
     # What a preset bills here is measured, not asserted: on real agents bench.trajectories
     # is the reference; this synthetic run's outputs are a third of the window each.
-    assert rows[CODING].mean_input_tokens < full.mean_input_tokens / 2
+    assert rows[CODING].mean_input_tokens < 0.6 * full.mean_input_tokens
     # Dropping single messages orphans tool results, which a strict upstream rejects.
     assert rows[MESSAGES].rejected > 0
 
