@@ -12,8 +12,9 @@ With `low_water: 1.0` the step is one token: drop the minimum.
 
 Overflow (the pins plus the newest unit alone exceed the budget) follows
 `ctx.on_overflow`: `reject` raises `ContextOverflow`; `forward` drops all it may and lets
-the upstream decide; `truncate` also cuts the largest non-pinned string contents to a
-head plus a marker. Every overflow is reported as an action, never silent.
+the upstream decide; `truncate` also cuts the largest non-pinned string contents (the
+newest turn's too: it alone is over) to a head and a tail around a marker. Every overflow
+is reported as an action, never silent.
 
 Degradation (`policies.degrade`): before any unit is dropped, long contents are measured
 as cut to a floor of an eighth of the budget; the cut above is taken on those sizes, and
@@ -202,7 +203,7 @@ class TokenBudget:
             if over <= 0:
                 break
             msg = kept[i]
-            text, tokens = _head_cut(msg["content"], sizes[i], sizes[i] - over, ctx)
+            text, tokens = _overflow_cut(msg["content"], sizes[i], sizes[i] - over, ctx)
             cut = ctx.with_content(msg, text, tokens)
             saved = ctx.count(msg) - ctx.count(cut)
             if saved <= 0:
@@ -266,17 +267,7 @@ def _cuttable(msg: Message) -> bool:
     return isinstance(content, str) and bool(content) and not content.endswith(_MARK_END)
 
 
-def _head_cut(text: str, total: int, target: int, ctx: CurationContext) -> tuple[str, int]:
-    """A prefix of `text` plus a marker, at most `target` tokens if at all possible; and
-    its tokens."""
-    room = target - ctx.count_text(marker(total))
-    while room > 0:
-        head = ctx.fit_head(text, room)
-        rest = f"\n\n{marker(max(0, total - ctx.count_span(text, 0, head)))}"
-        tokens = ctx.count_joined(text, head, rest, 0)
-        over = tokens - target
-        if over <= 0:
-            return text[:head] + rest, tokens
-        room -= over
-    out = marker(total)
-    return out, ctx.count_text(out)
+def _overflow_cut(text: str, total: int, target: int, ctx: CurationContext) -> tuple[str, int]:
+    """`text` cut to a head and a tail around the marker (the start and the end of a log or
+    a file carry what matters), at most `target` tokens if at all possible; and its tokens."""
+    return degrade.shortened(text, total, max(0, target), ctx)

@@ -151,6 +151,13 @@ def _middle(removed: int) -> str:
     return f"\n\n{marker(removed)}\n\n"
 
 
+def shortened(text: str, total: int, cap: int, ctx: CurationContext) -> tuple[str, int]:
+    """`text` (of `total` tokens) cut to a head and a tail around the marker within `cap`
+    tokens (the marker alone when no head fits), and its tokens."""
+    cut = _shorten(text, total, cap, ctx)
+    return cut.apply(text, _middle), cut.tokens
+
+
 def _shorten(text: str, total: int, cap: int, ctx: CurationContext) -> Cut:
     """The longest head/tail cut of `text` (of `total` tokens) within `cap` tokens, or
     the marker alone."""
