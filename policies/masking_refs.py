@@ -65,8 +65,8 @@ def kept_lines(text: str, wanted: frozenset[str], limit: int) -> str:
 def names_in(text: str, *, exclude: str = "", limit: int) -> str:
     """The first `limit` distinct code-like names of `text` not already in `exclude`, joined."""
     found: dict[str, None] = {}
-    for word in _WORD.findall(text):
-        word = word.strip("./-")
+    for match in _WORD.finditer(text):
+        word = match.group().strip("./-")
         fresh = word not in found and word not in exclude
         if fresh and len(word) >= MIN_NAME and _CODELIKE.search(word):
             found[word] = None
