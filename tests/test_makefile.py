@@ -1,5 +1,6 @@
 """`make run` installs what serving needs, as the Docker image does; `make test` adds the
-`test` and `docs` extras. Read from `make -n` (nothing is run) into a venv path that does not exist."""
+`test` and `docs` extras. Read from `make -n` (nothing is run) into a venv path that does
+not exist."""
 
 from __future__ import annotations
 
