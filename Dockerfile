@@ -5,7 +5,7 @@
 #     -e OPENAI_API_KEY -e CURATOR_PROXY_KEY -v curator-data:/data \
 #     -v "$PWD/deploy/config.docker.yaml:/etc/curator/config.yaml:ro" \
 #     -v "$PWD/deploy/policies:/etc/curator/policies:ro" context-curator
-# config.docker.yaml requires CURATOR_PROXY_KEY (the key clients send; README, "Deployment").
+# config.docker.yaml requires CURATOR_PROXY_KEY (the key clients send; docs/deployment.md).
 # The root filesystem can be mounted read-only: the proxy writes only under /data (mount a volume
 # there for a SQLite audit log) and /tmp (mount a tmpfs).
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm

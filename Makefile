@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 SERVE_EXTRAS := fast,postgres,otel
 # No TIKTOKEN_CACHE_DIR needed offline: the tests rebuild tiktoken's BPE files from rs_bpe.
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,9 +17,10 @@ $(VENV)/.installed-serve: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[$(SERVE_EXTRAS)]'
 	@touch $@
 
-# `make setup`, `lint`, `test`, `bench`: plus the test extra (pytest, ruff, mypy, build, ...).
+# `make setup`, `lint`, `test`, `bench`, `docs`: plus the test extra (pytest, ruff, mypy,
+# build, ...) and the docs extra (MkDocs with Material: the tests build the site too).
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[$(SERVE_EXTRAS),test]'
+	$(BIN)/pip install -q -e '.[$(SERVE_EXTRAS),test,docs]'
 	@touch $@ $(VENV)/.installed-serve
 
 setup: $(VENV)/.installed-test
@@ -35,8 +36,12 @@ lint: setup
 test: lint
 	$(BIN)/pytest -q
 
+# The docs site into site/; strict: a broken link or anchor, or a page not in the nav, fails.
+docs: setup
+	$(BIN)/mkdocs build --strict
+
 bench: setup
 	$(BIN)/python -m bench.run $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info
+	rm -rf $(VENV) site .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

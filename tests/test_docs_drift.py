@@ -1,12 +1,12 @@
 """Docs that cannot drift from the code.
 
 - Every key the config loader accepts (`tests.config_schema`, read off the loader itself)
-  is in config.example.yaml, commented out or not, and in README's configuration reference;
-  every key either of them names is one the loader accepts.
-- Every metric family `/metrics` exports is in README's metrics table, and every
-  `curator_*` metric README names is exported.
-- Every ```yaml block in README.md parses; every one that is a whole config passes
-  `curator check`.
+  is in config.example.yaml, commented out or not, and in the configuration reference
+  (docs/configuration.md); every key either of them names is one the loader accepts.
+- Every metric family `/metrics` exports is in the metrics page's table (docs/metrics.md),
+  and every `curator_*` metric README.md or a docs page names is exported.
+- Every ```yaml block in README.md and the docs pages parses; every one passes
+  `curator check` (a block that is not a whole config, in a base config).
 """
 
 from __future__ import annotations
@@ -30,7 +30,14 @@ from tests.config_schema import Schema, accepted_keys
 from tests.deploy import metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+CONFIG_REFERENCE = DOCS / "configuration.md"
+METRICS_PAGE = DOCS / "metrics.md"
+PAGES = {
+    path.relative_to(ROOT).as_posix(): path.read_text()
+    for path in [ROOT / "README.md", *sorted(DOCS.glob("**/*.md"))]
+}
+"""README.md and every docs page, by their path in the repository."""
 EXAMPLE = (ROOT / "config.example.yaml").read_text()
 
 
@@ -144,12 +151,13 @@ def test_every_key_in_the_example_is_accepted(schema: Schema) -> None:
     assert not _unknown(_example_keys(schema), schema)
 
 
-# README.md's configuration reference: the table's first column
+# docs/configuration.md: the reference table's first column
 
 
-def reference_keys(readme: str) -> set[str]:
-    """The keys of the reference table; `a.b.c`, `d` names `a.b.c` and `a.b.d`."""
-    section = readme.split("\n## Configuration reference\n", 1)[1].split("\n#", 1)[0]
+def reference_keys(page: str) -> set[str]:
+    """The keys of the reference table (under the page's title, before its first section);
+    `a.b.c`, `d` names `a.b.c` and `a.b.d`."""
+    section = page.split("# Configuration reference\n", 1)[1].split("\n#", 1)[0]
     found: set[str] = set()
     for row in re.findall(r"^\| (`.*?) \|", section, flags=re.MULTILINE):
         previous = ""
@@ -163,21 +171,21 @@ def reference_keys(readme: str) -> set[str]:
 
 
 def test_reference_keys_are_read_from_the_table() -> None:
-    readme = "\n## Configuration reference\n| key |\n|---|\n| `a.<n>.b`, `c` | `d` |\n## Next\n"
-    assert reference_keys(readme) == {"a.*.b", "a.*.c"}
+    page = "# Configuration reference\n| key |\n|---|\n| `a.<n>.b`, `c` | `d` |\n## Next\n"
+    assert reference_keys(page) == {"a.*.b", "a.*.c"}
 
 
-def test_every_accepted_key_is_in_the_readme_reference(schema: Schema) -> None:
-    documented = reference_keys(README)
+def test_every_accepted_key_is_in_the_configuration_reference(schema: Schema) -> None:
+    documented = reference_keys(CONFIG_REFERENCE.read_text())
     missing = sorted(key for key in schema.keys if not _appears(key, documented))
-    assert not missing, f"README's configuration reference lacks {missing}"
+    assert not missing, f"docs/configuration.md's reference table lacks {missing}"
 
 
-def test_every_key_in_the_readme_reference_is_accepted(schema: Schema) -> None:
-    assert not _unknown(reference_keys(README), schema)
+def test_every_key_in_the_configuration_reference_is_accepted(schema: Schema) -> None:
+    assert not _unknown(reference_keys(CONFIG_REFERENCE.read_text()), schema)
 
 
-# README.md's metrics: the table in "## Metrics", and every `curator_*` name anywhere
+# docs/metrics.md's table, and every `curator_*` name in README.md and the docs
 
 SAMPLE_SUFFIXES = ("_bucket", "_sum", "_count", "_created")
 
@@ -195,52 +203,56 @@ def exported() -> set[str]:
     return set(types) - {f"{base}_created" for base in bases}
 
 
-def metrics_table(readme: str) -> set[str]:
-    section = readme.split("\n## Metrics\n", 1)[1].split("\n## ", 1)[0]
+def metrics_table(page: str) -> set[str]:
+    """The families in the table under the page's title, before its first section."""
+    section = page.split("# Metrics\n", 1)[1].split("\n## ", 1)[0]
     return set(re.findall(r"^\| `(curator_\w+)` \|", section, flags=re.MULTILINE))
 
 
-def named_metrics(readme: str) -> set[str]:
+def named_metrics(text: str) -> set[str]:
     """Every `curator_*` name, less the skip reason `curator_error` and its like."""
-    names = set(re.findall(r"\bcurator_[a-z_]*[a-z]\b", readme))
+    names = set(re.findall(r"\bcurator_[a-z_]*[a-z]\b", text))
     return names - KNOWN_SKIPS
 
 
-def test_the_metrics_table_is_read_from_the_readme() -> None:
-    assert metrics_table("\n## Metrics\n| `curator_a_total` | counter |\n## Next\n") == {
+def test_the_metrics_table_is_read_from_the_page() -> None:
+    assert metrics_table("# Metrics\n| `curator_a_total` | counter |\n## Next\n") == {
         "curator_a_total"
     }
 
 
-def test_every_exported_family_is_in_the_readme_table(exported: set[str]) -> None:
+def test_every_exported_family_is_in_the_metrics_page(exported: set[str]) -> None:
     assert {"curator_requests_total", "curator_curation_seconds"} <= exported
-    missing = sorted(exported - metrics_table(README))
-    assert not missing, f"README's metrics table lacks {missing}"
+    missing = sorted(exported - metrics_table(METRICS_PAGE.read_text()))
+    assert not missing, f"docs/metrics.md's table lacks {missing}"
 
 
-def test_every_metric_the_readme_names_is_exported(exported: set[str]) -> None:
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_every_metric_the_docs_name_is_exported(page: str, exported: set[str]) -> None:
     def family(name: str) -> str:
         base = next((name.removesuffix(s) for s in SAMPLE_SUFFIXES if name.endswith(s)), name)
         return base if base in exported else name
 
-    unknown = sorted(name for name in named_metrics(README) if family(name) not in exported)
-    assert not unknown, f"README names metrics /metrics does not export: {unknown}"
+    unknown = sorted(n for n in named_metrics(PAGES[page]) if family(n) not in exported)
+    assert not unknown, f"{page} names metrics /metrics does not export: {unknown}"
 
 
-def test_the_labels_the_readme_gives_a_metric_are_its_own() -> None:
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_the_labels_the_docs_give_a_metric_are_its_own(page: str) -> None:
     """`curator_x_total{label="..."}`: each label is one deploy/metrics.txt lists for it
     (tests/deploy/test_metrics_list.py keeps that list to what the app exports)."""
     families = metric_families()
     wrong = [
         f"{name}{{{label}}}"
-        for name, labels in re.findall(r"\b(curator_\w+)\{([^}]*)\}", README)
+        for name, labels in re.findall(r"\b(curator_\w+)\{([^}]*)\}", PAGES[page])
         for label in re.findall(r"(\w+)=", labels)
         if label not in families[name].labels
     ]
-    assert not wrong, f"README gives metrics labels they do not have: {wrong}"
+    assert not wrong, f"{page} gives metrics labels they do not have: {wrong}"
 
 
-# README.md's YAML: every block parses; configs, policies and curator lists pass `curator check`
+# The YAML of README.md and the docs: every block parses; configs, policies and curator
+# lists pass `curator check`
 
 BASE: dict[str, Any] = {
     "upstreams": {"openai": {"base_url": "https://api.openai.com/v1"}},
@@ -251,18 +263,30 @@ BASE: dict[str, Any] = {
 policy is the route's policy, a list is that policy's curators."""
 
 
-def yaml_blocks(readme: str) -> list[tuple[int, str]]:
+def yaml_blocks(text: str) -> list[tuple[int, str]]:
     """(line, text) of each ```yaml block."""
     return [
-        (readme.count("\n", 0, m.start()) + 1, m.group(1))
-        for m in re.finditer(r"^```yaml\n(.*?)^```", readme, flags=re.DOTALL | re.MULTILINE)
+        (text.count("\n", 0, m.start()) + 1, m.group(1))
+        for m in re.finditer(r"^```yaml\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
     ]
 
 
-def inline_configs(readme: str) -> list[str]:
+def inline_configs(text: str) -> list[str]:
     """Inline code that is a one-line config section, e.g. `audit: {sink: none}`."""
     sections = "|".join(SECTIONS)
-    return re.findall(rf"`((?:{sections}): \{{[^`]*\}})`", readme)
+    return re.findall(rf"`((?:{sections}): \{{[^`]*\}})`", text)
+
+
+BLOCKS = [
+    pytest.param(page, *block, id=f"{page}:{block[0]}")
+    for page, text in PAGES.items()
+    for block in yaml_blocks(text)
+]
+INLINE = [
+    pytest.param(text, id=f"{page}:{text}")
+    for page, page_text in PAGES.items()
+    for text in inline_configs(page_text)
+]
 
 
 def as_config(data: Any) -> tuple[dict[str, Any], bool]:
@@ -281,15 +305,16 @@ def _environment(text: str) -> dict[str, str]:
     return {name: dsn if name.endswith("_DSN") else f"value-of-{name.lower()}" for name in names}
 
 
-def test_readme_yaml_is_found() -> None:
-    assert len(yaml_blocks(README)) >= 10
-    assert 'audit: {dsn: "${CURATOR_AUDIT_DSN}"}' in inline_configs(README)
+def test_the_docs_yaml_is_found() -> None:
+    assert {"README.md", "docs/configuration.md", "docs/metrics.md"} <= set(PAGES)
+    assert len(BLOCKS) >= 15
+    assert len({block.values[0] for block in BLOCKS}) >= 5  # from README.md and 4+ pages
+    assert 'audit: {dsn: "${CURATOR_AUDIT_DSN}"}' in [param.values[0] for param in INLINE]
 
 
-@pytest.mark.parametrize(
-    ("line", "text"), [pytest.param(*block, id=f"line{block[0]}") for block in yaml_blocks(README)]
-)
-def test_every_readme_yaml_block_passes_check(
+@pytest.mark.parametrize(("page", "line", "text"), BLOCKS)
+def test_every_yaml_block_passes_check(
+    page: str,
     line: int,
     text: str,
     tmp_path: Path,
@@ -303,11 +328,9 @@ def test_every_readme_yaml_block_passes_check(
     for name, value in _environment(text).items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
-    assert main(["check", "--config", str(path)]) == 0, (
-        f"README.md:{line}: {capsys.readouterr().err}"
-    )
+    assert main(["check", "--config", str(path)]) == 0, f"{page}:{line}: {capsys.readouterr().err}"
 
 
-@pytest.mark.parametrize("text", inline_configs(README))
+@pytest.mark.parametrize("text", INLINE)
 def test_every_inline_config_parses(text: str) -> None:
     assert isinstance(yaml.safe_load(text), dict)

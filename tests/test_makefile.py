@@ -1,5 +1,6 @@
 """`make run` installs what serving needs, as the Docker image does; `make test` adds the
-`test` extra. Read from `make -n` (nothing is run) into a venv path that does not exist."""
+`test` and `docs` extras. Read from `make -n` (nothing is run) into a venv path that does
+not exist."""
 
 from __future__ import annotations
 
@@ -44,4 +45,4 @@ def test_make_run_installs_only_what_the_image_serves_with(tmp_path: Path) -> No
 
 
 def test_make_test_installs_the_test_extra_too(tmp_path: Path) -> None:
-    assert _installed_extras("test", tmp_path / "venv") == [_image_extras() | {"test"}]
+    assert _installed_extras("test", tmp_path / "venv") == [_image_extras() | {"test", "docs"}]
