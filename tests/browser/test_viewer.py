@@ -353,9 +353,7 @@ def test_a_summary_is_labelled_as_one(signed_in: Any, traffic: Traffic) -> None:
     wait(signed_in, lambda d: "summarized for" in d.find_element(By.ID, "parent").text)
 
 
-def test_chart_switches_to_a_log_scale_when_before_and_after_differ(
-    signed_in: Any, traffic: Traffic
-) -> None:
+def test_chart_switches_to_a_log_scale_when_before_and_after_differ(signed_in: Any) -> None:
     """The chart renderer itself, fed 1.8M before and 18k after, shown in the browser: the
     "after" bars are tall enough to see and the scale is said."""
     from proxy.viewer.conversation_page import chart

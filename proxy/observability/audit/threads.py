@@ -57,8 +57,9 @@ class Threads:
 
         A history continues a conversation when it begins with all of the conversation's
         latest request, or all of it but its newest message when what is left goes past the
-        first `pinned` (up to the first user message, which is never left out): a client may leave out a transient
-        last message ("continue", a reminder) when it sends the next turn."""
+        first `pinned` (up to the first user message, which is never left out): a client may
+        leave out a transient last message ("continue", a reminder) when it sends the next
+        turn."""
         running = hashlib.blake2b(digest_size=16)
         found: str | None = None
         for n, digest in enumerate(digests, 1):

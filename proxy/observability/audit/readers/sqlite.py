@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from policies.messages import text_of
+from proxy.observability.audit.readers.aggregate import GroupRow, sqlite_groups
 from proxy.observability.audit.readers.base import resolve_tools, stored_summary
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
@@ -70,6 +71,10 @@ class SqliteReader:
         )
         for row in cursor:
             yield self._full(*row)
+
+    def grouped(self, since: float, until: float | None) -> list[GroupRow]:
+        """`curator report`'s totals by route, policy, model and day, summed in SQL."""
+        return sqlite_groups(self._conn, since, until)
 
     def search(self, query: Query) -> Page:
         """One page of the records `query` selects, newest first.
