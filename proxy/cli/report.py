@@ -26,6 +26,7 @@ from proxy.cli.audit import UsageError, conversation_of, handled_as, open_store
 from proxy.observability.audit.metadata import SUMMARIZER
 from proxy.observability.audit.readers.query import time_window
 from proxy.observability.audit.readers.registry import READERS
+from proxy.observability.audit.readers.sqlite import SqliteReader
 
 DEFAULT_SINCE = "7d"
 
@@ -118,8 +119,11 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     with open_store(args) as store:
-        records = client_records(store.between(since, until), args.conversation)
-        rows = turns(records) if args.conversation else grouped(records)
+        if isinstance(store, SqliteReader) and not args.conversation:
+            rows = sorted_rows(Row(*g) for g in store.grouped(since, until))
+        else:
+            records = client_records(store.between(since, until), args.conversation)
+            rows = turns(records) if args.conversation else grouped(records)
     if args.json:
         text = orjson.dumps([r.as_dict() for r in rows], option=orjson.OPT_INDENT_2).decode()
     elif args.csv:
@@ -151,7 +155,12 @@ def grouped(records: Iterable[Mapping[str, Any]]) -> list[Row]:
         if row is None:
             row = rows[key] = Row(*key)
         row.add(record)
-    return [rows[k] for k in sorted(rows, key=lambda k: (k[3], k[0], k[1], k[2]))]
+    return sorted_rows(rows.values())
+
+
+def sorted_rows(rows: Iterable[Row]) -> list[Row]:
+    """By day, then route, policy and model."""
+    return sorted(rows, key=lambda r: (r.day, r.route, r.policy, r.model))
 
 
 def turns(records: Iterable[Mapping[str, Any]]) -> list[Row]:

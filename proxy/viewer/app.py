@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from importlib import resources
+from typing import Any
 from urllib.parse import unquote
 
 import orjson
@@ -155,6 +156,7 @@ class Viewer:
         try:
             with self._reader() as reader:
                 record = reader.get(rid)
+                children = [] if record is None else _children(reader, record)
         except LookupError as exc:
             return self._page(
                 409, "Ambiguous id", Markup("<h1>Ambiguous id</h1><p>{}</p>").format(exc)
@@ -165,7 +167,7 @@ class Viewer:
             body = orjson.dumps(record, option=orjson.OPT_INDENT_2)
             return Reply(200, body, JSON, (("content-disposition", "inline"),))
         key = record_conversation(record)
-        main = request_page.render(record, key, prefix=self.prefix)
+        main = request_page.render(record, key, prefix=self.prefix, children=children)
         return self._page(200, f"Request {str(record.get('id'))[:12]}", main, section="requests")
 
     def _conversation(self, key: str) -> Reply:
@@ -256,3 +258,10 @@ class Viewer:
         return Reply(
             status, page(title, main, prefix=self.prefix, section=section, signed_in=signed)
         )
+
+
+def _children(reader: Reader, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The records of calls made on `record`'s behalf (a subcall has none)."""
+    if record.get("parent_id") or not record.get("id"):
+        return []
+    return reader.search(Query(parent=str(record["id"]), limit=MAX_LIMIT)).rows

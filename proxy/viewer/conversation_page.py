@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from markupsafe import Markup
@@ -22,6 +22,9 @@ from proxy.viewer.layout import (
 CHART_W, CHART_H, PAD = 720, 220, 36
 MIN_BAR = 2.0
 """The narrowest bar drawn, in the chart's units (a pair per turn, or per run of turns)."""
+LOG_RATIO = 10
+"""A chart whose tallest bar is this many times its shortest non-zero one is drawn on a
+log scale: a 1.8M-token "before" left a 15k "after" under one unit high."""
 
 
 def render(key: str, turns: Sequence[Mapping[str, Any]], *, prefix: str, more: bool) -> Markup:
@@ -31,7 +34,8 @@ def render(key: str, turns: Sequence[Mapping[str, Any]], *, prefix: str, more: b
     cap = Markup('<p class="muted">Only the newest {} turns are shown.</p>').format(len(turns))
     return Markup(
         "<h1>Conversation <code>{key}</code></h1>"
-        '<p class="muted">Grouped by the pinned prefix and first user message; {n} requests.</p>'
+        '<p class="muted">Requests whose history extends the one before (or that share an '
+        "<code>x-session-id</code>); {n} requests.</p>"
         "{cap}{chart}{table}"
     ).format(
         key=key, n=len(turns), cap=cap if more else "", chart=chart(turns),
@@ -51,6 +55,8 @@ def chart(turns: Sequence[Mapping[str, Any]]) -> Markup:
         for t in turns
     ]
     top = max([1, *(max(s) for s in series)])
+    low = min([top, *(v for s in series for v in s if v > 0)])
+    log = top >= LOG_RATIO * low
     inner_w, inner_h = CHART_W - 2 * PAD, CHART_H - 2 * PAD
     per = math.ceil(len(series) / max(1, int(inner_w // (2 * MIN_BAR))))
     runs = [series[k : k + per] for k in range(0, len(series), per)]
@@ -58,6 +64,8 @@ def chart(turns: Sequence[Mapping[str, Any]]) -> Markup:
     bar = step / 2 if per > 1 else max(MIN_BAR, step * 0.4)
 
     def y(v: int) -> float:
+        if log:
+            return PAD + inner_h * (1 - math.log10(1 + v) / math.log10(1 + top))
         return PAD + inner_h * (1 - v / top)
 
     shapes: list[Markup] = []
@@ -73,23 +81,44 @@ def chart(turns: Sequence[Mapping[str, Any]]) -> Markup:
         shapes.append(_rect("after", x + bar, y(after), bar, after, f"after: {most}{after:,}"))
         points.append(f"{x + bar:.1f},{y(run[-1][2]):.1f}")
     line = Markup('<polyline class="cached" points="{}"/>').format(" ".join(points))
-    return _figure(shapes, line, top)
+    return _figure(shapes, line, top, _ticks(top, y) if log else Markup(""))
 
 
-def _figure(shapes: Sequence[Markup], line: Markup, top: int) -> Markup:
+def _ticks(top: int, y: Callable[[int], float]) -> Markup:
+    """Log-scale gridlines at each power of ten below `top`, labelled."""
+    marks = [10**e for e in range(1, len(str(top))) if 10**e < top]
+    return Markup("").join(
+        Markup(
+            '<line x1="{p}" y1="{y:.1f}" x2="{r}" y2="{y:.1f}" class="grid"/>'
+            '<text x="2" y="{ty:.1f}" class="axis tick">{label}</text>'
+        ).format(p=PAD, r=CHART_W - PAD, y=y(m), ty=y(m) + 4, label=_short(m))
+        for m in marks
+    )
+
+
+def _short(value: int) -> str:
+    for size, unit in ((1_000_000, "M"), (1_000, "k")):
+        if value >= size:
+            return f"{value // size}{unit}"
+    return str(value)
+
+
+def _figure(shapes: Sequence[Markup], line: Markup, top: int, ticks: Markup) -> Markup:
+    scale = " (log scale)" if ticks else ""
     axis = Markup(
         '<text x="{p}" y="{t}" class="axis">{top}</text><text x="{p}" y="{b}" class="axis">0</text>'
     ).format(p=2, t=PAD - 6, b=CHART_H - PAD + 14, top=f"{top:,}")
     return Markup(
         '<figure class="chart"><svg viewBox="0 0 {w} {h}" role="img" aria-labelledby="chart-t">'
-        '<title id="chart-t">Tokens per turn: before and after curation, and cached</title>'
-        '<line x1="{p}" y1="{base}" x2="{r}" y2="{base}" class="base"/>{shapes}{line}{axis}</svg>'
-        '<figcaption><span class="key before"></span> before curation '
+        '<title id="chart-t">Tokens per turn: before and after curation, and cached{scale}</title>'
+        '<line x1="{p}" y1="{base}" x2="{r}" y2="{base}" class="base"/>{ticks}{shapes}{line}'
+        "{axis}</svg>"
+        '<figcaption>Tokens per turn{scale}: <span class="key before"></span> before curation '
         '<span class="key after"></span> after <span class="key cached"></span> cached by the '
         "upstream</figcaption></figure>"
     ).format(
         w=CHART_W, h=CHART_H, p=PAD, r=CHART_W - PAD, base=CHART_H - PAD,
-        shapes=Markup("").join(shapes), line=line, axis=axis,
+        shapes=Markup("").join(shapes), line=line, axis=axis, ticks=ticks, scale=scale,
     )  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -27,13 +27,20 @@ REDACTION = {
 }
 
 
-def render(record: Mapping[str, Any], conversation: str, *, prefix: str) -> Markup:
+def render(
+    record: Mapping[str, Any],
+    conversation: str,
+    *,
+    prefix: str,
+    children: Sequence[Mapping[str, Any]] = (),
+) -> Markup:
+    """`children`: the records of calls made on this request's behalf (`parent_id`)."""
     rid = str(record.get("id", ""))
     raw = href(prefix, f"/requests/{rid}.json")
     return Markup(
         '<h1>Request <code class="rid">{rid}</code></h1>'
         '<p class="links"><a href="{raw}" id="raw-json">Raw JSON</a> · '
-        '<a href="{conv}">This conversation</a>{parent}</p>'
+        '<a href="{conv}">This conversation</a>{parent}{children}</p>'
         "{facts}{changes}"
         '<section aria-labelledby="msgs-h"><h2 id="msgs-h">Messages</h2>'
         '<p><label><input type="checkbox" id="only-changes"> Show only changed messages</label> '
@@ -44,6 +51,7 @@ def render(record: Mapping[str, Any], conversation: str, *, prefix: str) -> Mark
         raw=raw,
         conv=href(prefix, f"/conversations/{conversation}"),
         parent=_parent(record, prefix),
+        children=_children(children, prefix),
         facts=_facts(record),
         changes=_changes(record),
         sbs=sidebyside.render(record),
@@ -55,9 +63,28 @@ def _parent(record: Mapping[str, Any], prefix: str) -> Markup:
     parent = record.get("parent_id")
     if not parent:
         return Markup("")
-    return Markup(' · summarized for <a href="{}">{}</a>').format(
-        request_href(prefix, parent), str(parent)[:12]
+    label = (
+        "rescued attempt (the upstream refused it as too long; curated again) of"
+        if record.get("mode") == "rescued"
+        else "summarized for"
     )
+    return Markup(' · <span id="parent">{} <a href="{}">{}</a></span>').format(
+        label, request_href(prefix, parent), str(parent)[:12]
+    )
+
+
+def _children(children: Sequence[Mapping[str, Any]], prefix: str) -> Markup:
+    if not children:
+        return Markup("")
+    links = Markup(", ").join(
+        Markup('<a href="{}">{} {}</a>').format(
+            request_href(prefix, c.get("id")),
+            "rescued attempt" if c.get("mode") == "rescued" else "summary",
+            str(c.get("id"))[:12],
+        )
+        for c in children
+    )
+    return Markup(' · <span id="children">made on its behalf: {}</span>').format(links)
 
 
 def _facts(r: Mapping[str, Any]) -> Markup:

@@ -23,6 +23,7 @@ from proxy.config.loader import load_config
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.serving.app import create_app
 from proxy.serving.server import uvicorn_options
+from tests.fakes.openai_rules import CONTEXT, error_body
 from tests.fakes.servers import HOST, ServerThread
 from tests.fakes.upstream import Behavior, FakeOpenAI
 
@@ -44,9 +45,12 @@ class Traffic:
     """The admin listener (the viewer) while the proxy runs; nothing listens afterwards."""
     ids: dict[str, str]
     """Named request ids: `first`, `curated` (the last, most curated turn), `script`,
-    `summary_parent`, `failed`."""
+    `summary_parent`, `failed`, `rescued_parent` (the second run's last turn, which the
+    upstream first refused as too long)."""
     conversation: list[str]
     """The agent conversation's request ids, oldest first."""
+    second_run: list[str]
+    """A second run of the same task (same system prompt and first message), oldest first."""
 
 
 def free_port() -> int:
@@ -93,8 +97,9 @@ def tool_output(turn: int) -> str:
     return "\n".join(lines)
 
 
-def agent_turns(turns: int) -> Iterator[list[dict[str, Any]]]:
-    """Each request of a growing agent conversation: the whole history, resent."""
+def agent_turns(turns: int, run: int = 1) -> Iterator[list[dict[str, Any]]]:
+    """Each request of a growing agent conversation: the whole history, resent. Runs of
+    one task differ in what the model answered."""
     history: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent. Use tools; be brief."},
         {"role": "user", "content": f"Find every request handler and list them. Token {SECRET}"},
@@ -117,7 +122,8 @@ def agent_turns(turns: int) -> Iterator[list[dict[str, Any]]]:
             {"role": "tool", "tool_call_id": call_id, "content": tool_output(turn)},
         ]
         yield [*history, {"role": "user", "content": f"Turn {turn}: continue."}]
-        history.append({"role": "assistant", "content": f"Module {turn} has 160 handlers."})
+        answer = f"Module {turn} has 160 handlers." + (f" (run {run})" if run > 1 else "")
+        history.append({"role": "assistant", "content": answer})
 
 
 def wait_for(db: Path, ids: list[str]) -> None:
@@ -171,7 +177,28 @@ def proxied_traffic(folder: Path, fake: FakeOpenAI, *, keys: bool) -> Iterator[T
                 create(model="gpt-4o", messages=[{"role": "user", "content": "Rate me."}])
             except Exception as exc:  # the SDK raises on 429: its id is in the response
                 ids["failed"] = exc.response.headers["x-curator-request-id"]  # type: ignore[attr-defined]
+            second_run = second(create, fake)
         ids["first"], ids["curated"] = conversation[0], conversation[-1]
-        wait_for(folder / "audit.db", [*ids.values(), *conversation])
+        ids["rescued_parent"] = second_run[-1]
+        wait_for(folder / "audit.db", [*ids.values(), *conversation, *second_run])
         admin_origin = f"http://{HOST}:{admin_port}"
-        yield Traffic(folder / "audit.db", config, server.origin, admin_origin, ids, conversation)
+        yield Traffic(
+            folder / "audit.db", config, server.origin, admin_origin, ids, conversation, second_run
+        )
+
+
+def second(create: Any, fake: FakeOpenAI) -> list[str]:
+    """A second run of the agent's task, three turns; the upstream refuses the last one as too
+    long once (the proxy rescues it: curates again and resends)."""
+    sent: list[str] = []
+    for n, messages in enumerate(agent_turns(3, run=2)):
+        if n == 2:
+            message = CONTEXT.format(window=WINDOW, tokens=WINDOW + 900)
+            fake.queue(
+                Behavior(
+                    status=400, body=error_body(message, "messages", "context_length_exceeded")
+                )
+            )
+        reply = create(model=MODEL, messages=messages)
+        sent.append(reply.headers["x-curator-request-id"])
+    return sent

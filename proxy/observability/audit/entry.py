@@ -32,6 +32,7 @@ from proxy.observability.audit.redact import Redactor, mask
 from proxy.observability.audit.resent import Histories
 from proxy.observability.audit.stamps import Stamps
 from proxy.observability.audit.texts import Clean, actions_of, error_body
+from proxy.observability.audit.threads import Threads
 from proxy.observability.exchange import ExchangeRecord
 from proxy.observability.usage.audit_fields import KEYS as SPEND_KEYS
 from proxy.observability.usage.audit_fields import tools_of
@@ -108,6 +109,8 @@ class RecordBuilder:
         self._histories = Histories() if cache_bytes > 0 else None
         """The conversations' last originals, for a store by reference (`audit.resent`)."""
         self._stamps = Stamps()
+        self._threads = Threads()
+        """Conversations by history extension, for records without a session id."""
         self._tool_keys = ByIdentity[bytes]()
         self._hidden: frozenset[str] = frozenset()
         """The entry's protocol's own message keys, left out of what is stored."""
@@ -153,7 +156,11 @@ class RecordBuilder:
         merged = {**fields, **clean(content), "actions": actions, **tools_fields}
         if merged.get("conversation") is None and original:
             roles = [m.get("role") if isinstance(m, dict) else None for m in sent]
-            merged["conversation"] = stored_key([m.digest for m in original], roles)
+            digests = [m.digest for m in original]
+            head = stored_key(digests, roles)
+            pinned = next((i + 1 for i, r in enumerate(roles) if r == "user"), len(roles))
+            seed = str(fields.get("id"))
+            merged["conversation"] = self._threads.assign(digests, pinned, head, seed)
         fields = {k: merged[k] for k in FIELD_ORDER}
         remake = partial(self._remake, self._sources, self._hidden) if self._sources else None
         return AuditRecord(entry.started_at, fields, original, curated, tools, remake)

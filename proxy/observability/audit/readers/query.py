@@ -4,9 +4,10 @@ Every store reader (SQLite, JSONL, and the PostgreSQL one to come) implements `R
 `matches` is the reference semantics of a query on one full record, which a scanning
 reader uses as is and an indexed reader must agree with (the tests run both).
 
-Conversations: records are grouped by a stable key, `conversation_key`, a digest of the
-conversation's pinned prefix (the messages before the first user message) and its first
-user message, which every turn of an agent loop resends unchanged.
+Conversations: a record names its own (`conversation`: the client's `x-session-id`, else the
+conversation whose latest request its history extends, `audit.threads`). A record written
+before it did is grouped by `conversation_key`, a digest of the conversation's pinned prefix
+(the messages before the first user message) and its first user message.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class Query:
     """Seconds since the epoch, exclusive."""
     conversation: str | None = None
     """A `conversation_key`, or a prefix of one."""
+    parent: str | None = None
+    """A `parent_id`: the calls made on that request's behalf (summaries, rescued attempts)."""
     text: str | None = None
     """Case-insensitive substring of any message's text or the response's."""
     limit: int = 50
@@ -109,7 +112,11 @@ def conversation_key(digests: Sequence[bytes], roles: Sequence[object]) -> str:
 
 
 def record_conversation(record: Mapping[str, Any]) -> str:
-    """`conversation_key` of a full record (its original messages)."""
+    """The conversation a full record names, else `conversation_key` of its original
+    messages (a record written before records named it)."""
+    named = record.get("conversation")
+    if isinstance(named, str) and named:
+        return named
     original = record.get("original") or []
     roles = [m.get("role") if isinstance(m, Mapping) else None for m in original]
     upto = next((i + 1 for i, r in enumerate(roles) if r == "user"), len(roles))
@@ -124,6 +131,7 @@ def matches(record: Mapping[str, Any], when: float, query: Query) -> bool:
         (query.model, "model"),
         (query.status, "status"),
         (normal_kind(query.kind), "kind"),
+        (query.parent, "parent_id"),
     )
     if any(want is not None and record.get(key) != want for want, key in fields):
         return False
@@ -198,6 +206,7 @@ def sql_where(query: Query, mark: str) -> tuple[str, list[Any]]:
         ("model", query.model),
         ("status", query.status),
         ("kind", normal_kind(query.kind)),
+        ("parent_id", query.parent),
     ):
         if value is not None:
             clauses.append(f"{column} = {mark}")

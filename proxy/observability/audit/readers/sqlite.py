@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from policies.messages import text_of
+from proxy.observability.audit.readers.aggregate import GroupRow, sqlite_groups
 from proxy.observability.audit.readers.base import resolve_tools, stored_summary
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
@@ -71,6 +72,10 @@ class SqliteReader:
         for row in cursor:
             yield self._full(*row)
 
+    def grouped(self, since: float, until: float | None) -> list[GroupRow]:
+        """`curator report`'s totals by route, policy, model and day, summed in SQL."""
+        return sqlite_groups(self._conn, since, until)
+
     def search(self, query: Query) -> Page:
         """One page of the records `query` selects, newest first.
 
@@ -88,12 +93,14 @@ class SqliteReader:
         rows: list[dict[str, Any]] = []
         for fields, original, curated in self._conn.execute(sql, params):
             digests = split_digests(original)
-            key = self._conversation(digests)
+            row = resolve_tools(orjson.loads(fields), None)
+            named = row.get("conversation")
+            key = named if isinstance(named, str) and named else self._conversation(digests)
             if query.conversation and not key.startswith(query.conversation):
                 continue
             if query.text and not self._has_text(fields, digests, curated, hits, query.text):
                 continue
-            rows.append(self._summary(fields, digests, curated, key))
+            rows.append(self._summary(row, digests, curated, key))
             if len(rows) == wanted:
                 break
         page = rows[query.offset : query.offset + query.limit]
@@ -112,9 +119,8 @@ class SqliteReader:
         }
 
     def _summary(
-        self, fields: bytes, digests: list[bytes], curated: bytes | None, key: str
+        self, row: dict[str, Any], digests: list[bytes], curated: bytes | None, key: str
     ) -> dict[str, Any]:
-        row = resolve_tools(orjson.loads(fields), None)
         row["messages"] = len(digests)
         row["curated_messages"] = len(digests) if curated is None else len(curated) // DIGEST_SIZE
         row["conversation"] = key
