@@ -1,5 +1,4 @@
-"""A curated request's path: parse (through its protocol), route, curate, and build what
-goes upstream.
+"""A curated request's path: parse (its protocol), route, curate, build what goes upstream.
 
 Fail-open lives here, in one place: a body the proxy cannot read, or a curator that
 raises, sends the client's exact bytes upstream with `x-curator-skipped: <reason>`. The

@@ -14,10 +14,9 @@ read-only, an unwritable path) keeps its batch: the thread retries it with backo
 new entries wait, up to `max_queue` records and `max_queue_bytes` (`queue_bytes`), past
 which they are dropped and counted; `health()` says so, for `/healthz` (a remote store's
 disk spool: `audit.spool`). One writer per process (in the app's lifespan): threads do not
-survive the fork that starts `--workers`
-(a process of its own was measured slower and worse for the event loop: README). Jobs
-queued with `run_soon` run in order with the records: the metrics' uncurated-cost job
-needs the counterfactual the record's build computes anyway (one thread waking: -80 us).
+survive the fork of `--workers` (a process of its own was measured slower). Jobs queued with
+`run_soon` run in order with the records: the uncurated-cost job needs the counterfactual
+the record's build computes anyway (one thread waking: -80 us).
 """
 
 from __future__ import annotations
