@@ -4,15 +4,14 @@
 full the entry is dropped and counted. A small exchange's record is built in `submit`, when
 the thread is not building (`proxy.observability.audit.building`); the others in the thread,
 in batches: woken by an entry, the thread lets `batch_window_s` pass (not for a big
-exchange), then builds everything queued and writes it in one go (one SQLite
-transaction), in turns with the curation thread (`proxy.priority.Turns`), handing the turn
-over between records when that waits. Measured on small requests at ~4,000/s,
-one transaction and one wake-up per record cost ~150 us of CPU per request; batched, ~20 us.
-A batch the sink rejects counts its records as failed and logs loudly, at a bounded rate.
-A store that is unavailable (`StoreUnavailable`: database down, connection lost, disk full,
-read-only, an unwritable path) keeps its batch: the thread retries it with backoff while
-new entries wait, up to `max_queue` records and `max_queue_bytes` (`queue_bytes`), past
-which they are dropped and counted; `health()` says so, for `/healthz` (a remote store's
+exchange), then builds all queued and writes it in one go (one SQLite transaction),
+in turns with the curation thread (`proxy.priority.Turns`), handing the turn
+over between records when that waits (at ~4,000 small requests/s, a transaction and a
+wake-up per record cost ~150 us of CPU a request; batched, ~20 us). A batch the sink
+rejects counts its records as failed, logged at a bounded rate. A store that is unavailable
+(`StoreUnavailable`: database down, connection lost, disk full, read-only) keeps its batch:
+the thread retries it with backoff while new entries wait, up to `max_queue` records and
+`max_queue_bytes` (`queue_bytes`), past which they are dropped and counted; `health()` says so, for `/healthz` (a remote store's
 disk spool: `audit.spool`). One writer per process (in the app's lifespan): threads do not
 survive the fork of `--workers` (a process of its own was measured slower). Jobs queued with
 `run_soon` run in order with the records: the uncurated-cost job needs the counterfactual
