@@ -32,13 +32,15 @@ def sse_events(text: str) -> Iterator[str]:
         yield "\n".join(lines)
 
 
-def last_object(data: bytes, key: bytes) -> dict[str, Any] | None:
+def last_object(data: bytes, key: bytes, having: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """The JSON object that is the value of the last `"key":` in `data`, when that value is
     an object holding no strings with braces (as usage objects are); None otherwise.
 
     A scan rather than a decode: `data` may be the tail of a body cut anywhere, and a key
     inside a JSON string has its quotes escaped, so it is never matched. A `"key"` that is
-    a value (no colon after it) is passed over.
+    a value (no colon after it) is passed over. With `having`, so is a `"key":` whose value
+    is not an object holding one of those keys: a Responses body echoes the client's
+    `metadata` after its `usage`, and `metadata` may have a key named `usage`.
     """
     quoted = b'"' + key + b'"'
     end = len(data)
@@ -47,7 +49,9 @@ def last_object(data: bytes, key: bytes) -> dict[str, Any] | None:
         while start < len(data) and data[start] in b" \t\r\n":
             start += 1
         if data[start : start + 1] == b":":
-            return _object_at(data, start + 1)
+            found = _object_at(data, start + 1)
+            if not having or (found is not None and any(k in found for k in having)):
+                return found
         end = at
     return None
 

@@ -59,7 +59,7 @@ class ChatCompletions:
     def usage(self, tail: bytes) -> Usage | None:
         # Streamed, usage comes in the last chunk (with stream_options.include_usage);
         # earlier chunks carry `"usage":null`, which the scan passes over.
-        found = last_object(tail, b"usage")
+        found = last_object(tail, b"usage", ("prompt_tokens", "completion_tokens"))
         if found is None:
             return None
         return Usage(

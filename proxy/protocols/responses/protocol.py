@@ -74,7 +74,7 @@ class ResponsesAPI:
     def usage(self, tail: bytes) -> Usage | None:
         # Streamed, usage comes in the `response.completed` event; earlier events carry
         # `"usage":null`, which the scan passes over.
-        found = last_object(tail, b"usage")
+        found = last_object(tail, b"usage", ("input_tokens", "output_tokens"))
         if found is None:
             return None
         return Usage(
