@@ -161,7 +161,7 @@ def _counterfactual(
         tools = tool_list(sent.body or {})  # as the budget counts them: the same prompt
         measured = (sent.keys, sent.counts)
         prompt = uncurated_prompt(original, counter, model, tools, history, *measured)
-        cached = history.cached_tokens(key, prompt)
+        cached = history.cached_tokens(key, model, prompt)
         output = sent.usage.output if sent.usage is not None else 0
         reasoning = sent.usage.reasoning if sent.usage is not None else 0
         uncurated = Usage(prompt.tokens, cached, output, reasoning)
