@@ -67,7 +67,15 @@ BUILTIN: tuple[tuple[str, Price], ...] = (
     ("gpt-4.1*", Price(2.00, 0.50, 8.00)),
     ("gpt-5-nano*", Price(0.05, 0.005, 0.40)),
     ("gpt-5-mini*", Price(0.25, 0.025, 2.00)),
-    ("gpt-5*", Price(1.25, 0.125, 10.00)),
+    ("gpt-5-pro*", Price(15.00, 15.00, 120.00)),
+    ("gpt-5.1-codex-mini*", Price(0.25, 0.025, 2.00)),
+    ("gpt-5.1*", Price(1.25, 0.125, 10.00)),
+    ("gpt-5.2-pro*", Price(21.00, 21.00, 168.00)),
+    ("gpt-5.2*", Price(1.75, 0.175, 14.00)),
+    # GPT-5 itself, dated or not, and its -codex / -chat variants; never a later GPT-5.x
+    # (each is priced on its own: a newer one without an entry is unpriced, not guessed).
+    ("gpt-5", Price(1.25, 0.125, 10.00)),
+    ("gpt-5-*", Price(1.25, 0.125, 10.00)),
     ("o4-mini*", Price(1.10, 0.275, 4.40)),
     ("o3-mini*", Price(1.10, 0.55, 4.40)),
     ("o3*", Price(2.00, 0.50, 8.00)),

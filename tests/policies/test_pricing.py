@@ -29,6 +29,29 @@ def test_lookup_is_first_match_overrides_before_builtins() -> None:
     assert "gpt-5*" in table.patterns()
 
 
+@pytest.mark.parametrize(
+    ("model", "glob", "output"),
+    [
+        ("gpt-5", "gpt-5", 10.00),
+        ("gpt-5-2025-08-07", "gpt-5-*", 10.00),
+        ("gpt-5-codex", "gpt-5-*", 10.00),
+        ("gpt-5-mini", "gpt-5-mini*", 2.00),
+        ("gpt-5.1-codex-max", "gpt-5.1*", 10.00),
+        ("gpt-5.1-codex-mini", "gpt-5.1-codex-mini*", 2.00),
+        ("gpt-5.2", "gpt-5.2*", 14.00),
+        ("gpt-5.2-pro", "gpt-5.2-pro*", 168.00),
+    ],
+)
+def test_each_gpt5_version_has_its_own_price(model: str, glob: str, output: float) -> None:
+    found = PriceTable().find(model)
+    assert found is not None
+    assert (found[0], found[1].output) == (glob, output)
+
+
+def test_a_gpt5_version_without_an_entry_is_unpriced_not_priced_as_gpt5() -> None:
+    assert PriceTable().find("gpt-5.9") is None
+
+
 def test_builtin_globs_go_from_narrow_to_wide() -> None:
     """A narrower glob after a wider one that matches it could never be reached."""
     from fnmatch import fnmatchcase
