@@ -2,7 +2,8 @@
 
 One row per route, policy, model and day (UTC): requests, prompt tokens before and after
 curation, the real cache hit ratio (cached over input tokens, as the upstream reported
-them), actual versus uncurated spend and the net savings, rescues and skips. With
+them), the tokens written to the prompt cache, actual versus uncurated spend and the net
+savings, rescues and skips. With
 `--conversation KEY`, one row per request of that conversation instead: its token and cache
 curve across turns. A text table by default, `--json` or `--csv` for machines.
 
@@ -43,6 +44,8 @@ class Row:
     tokens_after: int = 0
     input_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    """Written to the prompt cache (5-minute and 1-hour), a part of `input_tokens`."""
     output_tokens: int = 0
     actual_usd: float | None = None
     uncurated_usd: float | None = None
@@ -74,6 +77,8 @@ class Row:
         if isinstance(usage, dict):
             self.input_tokens += _int(usage.get("input"))
             self.cached_tokens += _int(usage.get("cached"))
+            self.cache_write_tokens += _int(usage.get("cache_write"))
+            self.cache_write_tokens += _int(usage.get("cache_write_1h"))
             self.output_tokens += _int(usage.get("output"))
         cost = record.get("cost")
         if isinstance(cost, dict):
@@ -194,8 +199,9 @@ def _day(record: Mapping[str, Any]) -> str:
 COLUMNS = (
     ("DAY", "day"), ("ROUTE", "route"), ("POLICY", "policy"), ("MODEL", "model"),
     ("REQS", "requests"), ("BEFORE", "tokens_before"), ("AFTER", "tokens_after"),
-    ("CACHE", "cache_hit_ratio"), ("ACTUAL $", "actual_usd"), ("UNCURATED $", "uncurated_usd"),
-    ("SAVED $", "savings_usd"), ("RESCUES", "rescues"), ("SKIPS", "skips"),
+    ("CACHE", "cache_hit_ratio"), ("WRITTEN", "cache_write_tokens"), ("ACTUAL $", "actual_usd"),
+    ("UNCURATED $", "uncurated_usd"), ("SAVED $", "savings_usd"), ("RESCUES", "rescues"),
+    ("SKIPS", "skips"),
 )  # fmt: skip
 
 

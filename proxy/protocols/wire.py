@@ -85,6 +85,20 @@ def count_of(data: Mapping[str, Any], key: str, detail: str | None = None) -> in
     return value if ok else None
 
 
+CACHE_WRITE_KEYS = ("cache_write_tokens", "cache_creation_tokens")
+"""Where an OpenAI-style usage's `*_tokens_details` reports tokens written to the prompt
+cache, by the names OpenAI-compatible upstreams use."""
+
+
+def cache_writes(usage: Mapping[str, Any], details: str) -> int | None:
+    """The cache-write tokens of an OpenAI-style usage (None: not reported)."""
+    for key in CACHE_WRITE_KEYS:
+        found = count_of(usage, details, key)
+        if found is not None:
+            return found
+    return None
+
+
 # -- shape limits -------------------------------------------------------------------------
 def check_count(items: object, limit: int, *, noun: str, param: str) -> None:
     """Raise a 400 `too_many_<noun>` when the list `items` holds more than `limit` entries

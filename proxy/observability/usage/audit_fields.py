@@ -77,4 +77,6 @@ def _usage(usage: Usage | None) -> dict[str, int] | None:
         "cached": usage.cached,
         "output": usage.output,
         "reasoning": usage.reasoning,
+        "cache_write": usage.written,
+        "cache_write_1h": usage.written_1h,
     }

@@ -174,7 +174,8 @@ def _counterfactual(
         reasoning = sent.usage.reasoning if sent.usage is not None else 0
         found = _estimate(sent, counter, model, prompt.tokens)
         counted = prompt.tokens if found is None else found.value
-        uncurated = Usage(counted, cached, output, reasoning)
+        written, written_1h = _writes(sent.usage, counted - cached)
+        uncurated = Usage(counted, cached, output, reasoning, written, written_1h)
     dollars, span = None, None
     if price is not None and sent.usage is not None:
         dollars = cost(uncurated or sent.usage, price)
@@ -184,6 +185,17 @@ def _counterfactual(
     window, encoding = history.memo((counter, model), lambda: _model_facts(counter, model))
     session = key if sent.session else None
     return Counterfactual(key, session, uncurated, dollars, window, encoding, found, span)
+
+
+def _writes(usage: Usage | None, uncached: int) -> tuple[int, int]:
+    """The cache writes of an uncurated prompt with `uncached` tokens past its cached prefix:
+    the same share of them as the upstream wrote of the request's own (5-minute, 1-hour).
+    The client's breakpoints decide what a provider writes, and they are the same in both."""
+    if usage is None or not (usage.written or usage.written_1h):
+        return 0, 0
+    sent = max(usage.input - usage.cached, 1)
+    share, share_1h = usage.written / sent, usage.written_1h / sent
+    return round(max(uncached, 0) * share), round(max(uncached, 0) * share_1h)
 
 
 def _estimate(sent: Sent, counter: TokenCounter, model: str, counted: int) -> Estimate | None:
