@@ -2,7 +2,8 @@
 
 One row per route, policy, model and day (UTC): requests, prompt tokens before and after
 curation, the real cache hit ratio (cached over input tokens, as the upstream reported
-them), actual versus uncurated spend and the net savings, rescues and skips. With
+them), the tokens written to the prompt cache, actual versus uncurated spend and the net
+savings, rescues and skips. With
 `--conversation KEY`, one row per request of that conversation instead: its token and cache
 curve across turns. A text table by default, `--json` or `--csv` for machines.
 
@@ -44,11 +45,18 @@ class Row:
     tokens_after: int = 0
     input_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    """Written to the prompt cache (5-minute and 1-hour), a part of `input_tokens`."""
     output_tokens: int = 0
     actual_usd: float | None = None
     uncurated_usd: float | None = None
     rescues: int = 0
     skips: int = 0
+    estimated: int = 0
+    """Records whose uncurated cost is an estimate (encrypted reasoning priced by size)."""
+    uncurated_low_usd: float | None = None
+    uncurated_high_usd: float | None = None
+    """The uncurated cost's range: each estimate's ends, each exact figure as itself."""
     id: str | None = None
     """Per-turn rows only: the record's id."""
 
@@ -70,13 +78,27 @@ class Row:
         if isinstance(usage, dict):
             self.input_tokens += _int(usage.get("input"))
             self.cached_tokens += _int(usage.get("cached"))
+            self.cache_write_tokens += _int(usage.get("cache_write"))
+            self.cache_write_tokens += _int(usage.get("cache_write_1h"))
             self.output_tokens += _int(usage.get("output"))
         cost = record.get("cost")
         if isinstance(cost, dict):
             self.actual_usd = (self.actual_usd or 0.0) + _float(cost.get("actual_usd"))
             self.uncurated_usd = (self.uncurated_usd or 0.0) + _float(cost.get("uncurated_usd"))
+            self._add_range(cost)
         self.skips += record.get("skip_reason") is not None
         self.rescues += bool(record.get("rescued"))
+
+    def _add_range(self, cost: Mapping[str, Any]) -> None:
+        figure = _float(cost.get("uncurated_usd"))
+        low, high = figure, figure
+        found = cost.get("uncurated_estimate")
+        ends = found.get("usd_range") if isinstance(found, dict) else None
+        if isinstance(ends, list) and len(ends) == 2:
+            self.estimated += 1
+            low, high = _float(ends[0]), _float(ends[1])
+        self.uncurated_low_usd = (self.uncurated_low_usd or 0.0) + low
+        self.uncurated_high_usd = (self.uncurated_high_usd or 0.0) + high
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -186,8 +208,9 @@ def _day(record: Mapping[str, Any]) -> str:
 COLUMNS = (
     ("DAY", "day"), ("ROUTE", "route"), ("POLICY", "policy"), ("MODEL", "model"),
     ("REQS", "requests"), ("BEFORE", "tokens_before"), ("AFTER", "tokens_after"),
-    ("CACHE", "cache_hit_ratio"), ("ACTUAL $", "actual_usd"), ("UNCURATED $", "uncurated_usd"),
-    ("SAVED $", "savings_usd"), ("RESCUES", "rescues"), ("SKIPS", "skips"),
+    ("CACHE", "cache_hit_ratio"), ("WRITTEN", "cache_write_tokens"), ("ACTUAL $", "actual_usd"),
+    ("UNCURATED $", "uncurated_usd"), ("SAVED $", "savings_usd"), ("RESCUES", "rescues"),
+    ("SKIPS", "skips"),
 )  # fmt: skip
 
 
@@ -199,10 +222,24 @@ def render_text(rows: list[Row]) -> str:
         columns.insert(1, ("ID", "id"))
     cells = [[title for title, _ in columns]]
     cells += [[_text(row.as_dict().get(key), key) for _, key in columns] for row in rows]
+    for line, row in zip(cells[1:], rows, strict=True):
+        if row.estimated:
+            at = next(i for i, (_, key) in enumerate(columns) if key == "uncurated_usd")
+            low, high = _text(row.uncurated_low_usd, "_usd"), _text(row.uncurated_high_usd, "_usd")
+            line[at] = f"~{line[at]} [{low}-{high}]"
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join(
+    table = "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells
     )
+    if any(row.estimated for row in rows):
+        table += "\n" + ESTIMATE_NOTE
+    return table
+
+
+ESTIMATE_NOTE = (
+    "~ an estimate: encrypted reasoning is priced by its size, learned from the upstream's"
+    " input tokens where it reported them; [low-high] is its range"
+)
 
 
 def render_csv(rows: list[Row]) -> str:

@@ -3,11 +3,14 @@
 ```yaml
 prices:                       # US dollars per million tokens; first matching glob wins
   "gpt-4o*": {input: 2.50, cached_input: 1.25, output: 10.00}
+  "claude-sonnet-4*": {input: 3, cached_input: 0.3, cache_write: 3.75, cache_write_1h: 6,
+                       output: 15}
   "llama-3.1-70b*": {input: 0, output: 0}    # self-hosted: count tokens, cost nothing
 ```
 Entries come before the built-in table (`policies.pricing.BUILTIN`), so a config overrides
 a default by naming the same glob, or a narrower one. `cached_input` defaults to `input`
-(an upstream without a prompt-cache discount).
+(an upstream without a prompt-cache discount); `cache_write` (a 5-minute or unspecified
+cache write) defaults to `input` (no surcharge), `cache_write_1h` to `cache_write`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from policies.pricing import Price, PriceTable
 from policies.validate import Reader
 from policies.yamlsrc import KeyPath
 
-KEYS = ("input", "cached_input", "output")
+KEYS = ("input", "cached_input", "cache_write", "cache_write_1h", "output")
 
 
 def read_prices(read: Reader, value: object, path: KeyPath) -> PriceTable:
@@ -35,8 +38,14 @@ def read_prices(read: Reader, value: object, path: KeyPath) -> PriceTable:
             message = f"must be <= input ({price_in:g}), got {cached:g}"
             read.problems.add((*item_path, "cached_input"), message)
         output = float(read.get(data, "output", item_path, 0.0, _price))
-        entries.append((glob, Price(price_in, cached, output)))
+        write = _optional(read.get(data, "cache_write", item_path, None, _price))
+        write_1h = _optional(read.get(data, "cache_write_1h", item_path, None, _price))
+        entries.append((glob, Price(price_in, cached, output, write, write_1h)))
     return PriceTable.with_overrides(entries)
+
+
+def _optional(value: object) -> float | None:
+    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 def _price(value: Any) -> str | None:

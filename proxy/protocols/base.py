@@ -38,6 +38,10 @@ class Usage:
     cached_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    """Written to the prompt cache (5-minute or unspecified TTL); part of `input_tokens`."""
+    cache_write_1h_tokens: int | None = None
+    """Written to the prompt cache with a 1-hour TTL; part of `input_tokens`."""
 
 
 @dataclass(slots=True)  # not frozen: built on every request, and freezing costs ~1 us

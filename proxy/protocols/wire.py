@@ -32,13 +32,15 @@ def sse_events(text: str) -> Iterator[str]:
         yield "\n".join(lines)
 
 
-def last_object(data: bytes, key: bytes) -> dict[str, Any] | None:
+def last_object(data: bytes, key: bytes, having: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """The JSON object that is the value of the last `"key":` in `data`, when that value is
     an object holding no strings with braces (as usage objects are); None otherwise.
 
     A scan rather than a decode: `data` may be the tail of a body cut anywhere, and a key
     inside a JSON string has its quotes escaped, so it is never matched. A `"key"` that is
-    a value (no colon after it) is passed over.
+    a value (no colon after it) is passed over. With `having`, so is a `"key":` whose value
+    is not an object holding one of those keys: a Responses body echoes the client's
+    `metadata` after its `usage`, and `metadata` may have a key named `usage`.
     """
     quoted = b'"' + key + b'"'
     end = len(data)
@@ -47,7 +49,9 @@ def last_object(data: bytes, key: bytes) -> dict[str, Any] | None:
         while start < len(data) and data[start] in b" \t\r\n":
             start += 1
         if data[start : start + 1] == b":":
-            return _object_at(data, start + 1)
+            found = _object_at(data, start + 1)
+            if not having or (found is not None and any(k in found for k in having)):
+                return found
         end = at
     return None
 
@@ -79,6 +83,20 @@ def count_of(data: Mapping[str, Any], key: str, detail: str | None = None) -> in
         value = value.get(detail) if isinstance(value, dict) else None
     ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
     return value if ok else None
+
+
+CACHE_WRITE_KEYS = ("cache_write_tokens", "cache_creation_tokens")
+"""Where an OpenAI-style usage's `*_tokens_details` reports tokens written to the prompt
+cache, by the names OpenAI-compatible upstreams use."""
+
+
+def cache_writes(usage: Mapping[str, Any], details: str) -> int | None:
+    """The cache-write tokens of an OpenAI-style usage (None: not reported)."""
+    for key in CACHE_WRITE_KEYS:
+        found = count_of(usage, details, key)
+        if found is not None:
+            return found
+    return None
 
 
 # -- shape limits -------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from proxy.serving.paths import checked_target
 from proxy.serving.routing import POLICY_HEADER_RAW
 from proxy.types import Receive, Scope, Send
 from proxy.upstream.client import UpstreamClient, UpstreamRequest
-from proxy.upstream.facts import learn
+from proxy.upstream.facts import learn, sent_tokens
 from proxy.upstream.hygiene import request_headers, upstream_url
 from proxy.upstream.relay import Relay, forward
 
@@ -251,10 +251,16 @@ class _Exchange:
             return None
         original = None if passthrough else record.original  # None: uncurated = actual
         headers = self.scope["headers"]
-        measured = (record.keys, record.counts)
+        measured = (record.keys, record.counts, _counted_sent(record))
         sent = Sent.of(record.model, record.facts, original, headers, from_wire(usage), *measured)
         now = record.small()  # at once: cheaper than handing it to a thread
         return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals, now)
+
+
+def _counted_sent(record: ExchangeRecord) -> int | None:
+    """Our count of the prompt that went upstream (the client's own in shadow)."""
+    counted = record.tokens_before if record.mode == "shadow" else record.tokens_after
+    return None if counted is None else sent_tokens(counted, record)
 
 
 async def send_error(

@@ -93,6 +93,25 @@ def tokens(record: Mapping[str, Any]) -> Markup:
     return shown + Markup(' <span class="saved">&minus;{}%</span>').format(change)
 
 
+def uncurated_cost(record: Mapping[str, Any]) -> Markup | None:
+    """What the request would have cost uncurated; an estimate says so, with its range."""
+    cost = record.get("cost")
+    figure = cost.get("uncurated_usd") if isinstance(cost, Mapping) else None
+    if not isinstance(figure, int | float) or isinstance(figure, bool):
+        return None
+    assert isinstance(cost, Mapping)
+    found = cost.get("uncurated_estimate")
+    ends = found.get("usd_range") if isinstance(found, Mapping) else None
+    if not (isinstance(ends, list) and len(ends) == 2):
+        return Markup("${:.6f}").format(figure)
+    assert isinstance(found, Mapping)
+    why = "learned from the upstream's input tokens" if found.get("learned") else "counted high"
+    return Markup(
+        '<span class="estimate" title="encrypted reasoning priced by size, {}">'
+        "~${:.6f} (estimate, ${:.6f}\u2013${:.6f})</span>"
+    ).format(why, figure, float(ends[0]), float(ends[1]))
+
+
 def cached_tokens(record: Mapping[str, Any]) -> int | None:
     """Prompt tokens the upstream served from its cache, when its usage says."""
     response = record.get("response")

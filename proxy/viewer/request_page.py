@@ -18,6 +18,7 @@ from proxy.viewer.layout import (
     request_href,
     status_badge,
     tokens,
+    uncurated_cost,
     when,
 )
 
@@ -99,6 +100,7 @@ def _facts(r: Mapping[str, Any]) -> Markup:
         ("Status", status_badge(r.get("status"))),
         ("Tokens sent", tokens(r)),
         ("Cached prompt tokens", num(cached_tokens(r))),
+        ("Uncurated cost", uncurated_cost(r)),
         ("Latency", ms(r.get("latency_ms"))),
         ("Time to first byte", ms(r.get("ttfb_ms"))),
         ("Client key", r.get("client") or "none"),

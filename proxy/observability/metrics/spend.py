@@ -21,7 +21,7 @@ from proxy.observability.metrics.loop import LoopCounter
 from proxy.observability.usage.counterfactual import SpendThread
 from proxy.observability.usage.spend import Spend
 
-TOKEN_KINDS = ("input", "cached", "output", "reasoning")
+TOKEN_KINDS = ("input", "cached", "output", "reasoning", "cache_write", "cache_write_1h")
 Child = Callable[..., Any]
 """`Metrics._child`: a family's labelled series, memoized."""
 
@@ -34,8 +34,9 @@ class SpendFamilies:
     ) -> None:
         self.tokens = loop_counter(
             "curator_upstream_tokens",
-            "Tokens as the upstream reported them: input (cached included), cached, "
-            "output (reasoning included), reasoning",
+            "Tokens as the upstream reported them: input (cache reads and writes included), "
+            "cached (read from the prompt cache), cache_write and cache_write_1h (written to "
+            "it, 5-minute and 1-hour), output (reasoning included), reasoning",
             "route",
             "policy",
             "model",
@@ -57,7 +58,10 @@ class SpendFamilies:
         model = spend.price_model or OTHER
         usage = spend.usage
         if usage is not None:
-            counts = (usage.input, usage.cached, usage.output, usage.reasoning)
+            counts = (
+                usage.input, usage.cached, usage.output, usage.reasoning,
+                usage.written, usage.written_1h,
+            )  # fmt: skip
             for kind, count in zip(TOKEN_KINDS, counts, strict=True):
                 if count:
                     child(self.tokens, route, policy, model, kind).inc(count)

@@ -45,6 +45,14 @@ def spend_fields(spend: Spend | None, body: Mapping[str, Any] | None) -> dict[st
             "uncurated_usd": counterfactual.uncurated_usd,
             "uncurated": _usage(counterfactual.uncurated),
         }
+        if counterfactual.estimate is not None and counterfactual.range_usd is not None:
+            found = counterfactual.estimate
+            fields["cost"]["uncurated_estimate"] = {
+                "reason": found.reason,
+                "learned": found.learned,
+                "input_range": [found.low, found.high],
+                "usd_range": list(counterfactual.range_usd),
+            }
     return fields
 
 
@@ -69,4 +77,6 @@ def _usage(usage: Usage | None) -> dict[str, int] | None:
         "cached": usage.cached,
         "output": usage.output,
         "reasoning": usage.reasoning,
+        "cache_write": usage.written,
+        "cache_write_1h": usage.written_1h,
     }

@@ -76,7 +76,9 @@ class Counterfactuals:
         self.max_conversations = max_conversations
         self.max_nodes = max_nodes
         self.max_bytes = max_bytes
-        self._conversations: OrderedDict[str, _Trie] = OrderedDict()
+        self._conversations: OrderedDict[tuple[str, str], _Trie] = OrderedDict()
+        """One prefix cache per (conversation, model): providers cache per model, so a
+        switch of model within a conversation starts from nothing."""
         self._nodes = 0
         """The prefix nodes of every conversation kept."""
         self._lock = threading.Lock()
@@ -103,19 +105,19 @@ class Counterfactuals:
         """What the conversations kept hold, by `NODE_BYTES` a node."""
         return self._nodes * NODE_BYTES
 
-    def cached_tokens(self, conversation: str, prompt: Prompt) -> int:
+    def cached_tokens(self, conversation: str, model: str, prompt: Prompt) -> int:
         """The tokens of `prompt` a prefix cache would bill as cached, given the prompts
-        this conversation sent before; `prompt` is remembered for the next ones."""
+        this conversation sent `model` before; `prompt` is remembered for the next ones."""
         with self._lock:
             kept = self._conversations
-            trie = kept.pop(conversation, None)
+            trie = kept.pop((conversation, model), None)
             if trie is not None:
                 self._nodes -= len(trie.edges)
             if trie is None or len(trie.edges) + len(prompt.blocks) > self.max_nodes:
                 trie = _Trie()
             shared = trie.add(prompt)
             self._nodes += len(trie.edges)
-            kept[conversation] = trie  # the most recently used, last
+            kept[(conversation, model)] = trie  # the most recently used, last
             while kept and (len(kept) > self.max_conversations or self.bytes > self.max_bytes):
                 self._nodes -= len(kept.popitem(last=False)[1].edges)
             return self.cache.cacheable(shared)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, cast
 
@@ -29,6 +29,7 @@ from policies.pricing import Price, PriceTable, Usage, cost
 from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.observability.usage.conversation import SESSION_HEADER, conversation_key
 from proxy.observability.usage.counterfactual import Counterfactuals
+from proxy.observability.usage.estimate import Estimate, estimate, reasoning_tokens
 
 SESSION_HEADER_BYTES = SESSION_HEADER.encode()
 PRIMING_KEY = b"\0reply-priming"
@@ -47,6 +48,8 @@ class Sent:
     """`original`'s digests, when curation made them (`ExchangeRecord.keys`)."""
     counts: Sequence[int] = ()
     """`original`'s tokens, when curation counted them (`ExchangeRecord.counts`)."""
+    counted_sent: int | None = None
+    """Our count of the prompt that went upstream (`proxy.upstream.facts.sent_tokens`)."""
 
     @classmethod
     def of(
@@ -58,11 +61,12 @@ class Sent:
         usage: Usage | None,
         keys: Sequence[bytes | None] = (),
         counts: Sequence[int] = (),
+        counted_sent: int | None = None,
     ) -> Sent:
         """From the exchange: the session header, and the usage the upstream reported."""
         raw = next((v for n, v in headers if n.lower() == SESSION_HEADER_BYTES), None)
         session = raw.decode("latin-1") if raw is not None else None
-        return cls(model, body, original, session, usage, keys, counts)
+        return cls(model, body, original, session, usage, keys, counts, counted_sent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,10 @@ class Counterfactual:
     uncurated_usd: float | None
     context_window: int | None
     encoding: str | None
+    estimate: Estimate | None = None
+    """Set when `uncurated.input` is an estimate (encrypted reasoning): its range."""
+    range_usd: tuple[float, float] | None = None
+    """`uncurated_usd` at the estimate's low and high ends."""
 
 
 class Deferred:
@@ -156,21 +164,47 @@ def _counterfactual(
     # Without messages (a passthrough) nothing is matched against the history: the key
     # matters only as the client's session, so no digest is made.
     key = conversation_key(sent.session, original) if original or sent.session else ""
-    uncurated = None
+    uncurated, found = None, None
     if original:
         tools = tool_list(sent.body or {})  # as the budget counts them: the same prompt
         measured = (sent.keys, sent.counts)
         prompt = uncurated_prompt(original, counter, model, tools, history, *measured)
-        cached = history.cached_tokens(key, prompt)
+        cached = history.cached_tokens(key, model, prompt)
         output = sent.usage.output if sent.usage is not None else 0
         reasoning = sent.usage.reasoning if sent.usage is not None else 0
-        uncurated = Usage(prompt.tokens, cached, output, reasoning)
-    dollars = None
+        found = _estimate(sent, counter, model, prompt.tokens)
+        counted = prompt.tokens if found is None else found.value
+        written, written_1h = _writes(sent.usage, counted - cached)
+        uncurated = Usage(counted, cached, output, reasoning, written, written_1h)
+    dollars, span = None, None
     if price is not None and sent.usage is not None:
         dollars = cost(uncurated or sent.usage, price)
+        if found is not None and uncurated is not None:
+            ends = (replace(uncurated, input=found.low), replace(uncurated, input=found.high))
+            span = (cost(ends[0], price), cost(ends[1], price))
     window, encoding = history.memo((counter, model), lambda: _model_facts(counter, model))
     session = key if sent.session else None
-    return Counterfactual(key, session, uncurated, dollars, window, encoding)
+    return Counterfactual(key, session, uncurated, dollars, window, encoding, found, span)
+
+
+def _writes(usage: Usage | None, uncached: int) -> tuple[int, int]:
+    """The cache writes of an uncurated prompt with `uncached` tokens past its cached prefix:
+    the same share of them as the upstream wrote of the request's own (5-minute, 1-hour).
+    The client's breakpoints decide what a provider writes, and they are the same in both."""
+    if usage is None or not (usage.written or usage.written_1h):
+        return 0, 0
+    sent = max(usage.input - usage.cached, 1)
+    share, share_1h = usage.written / sent, usage.written_1h / sent
+    return round(max(uncached, 0) * share), round(max(uncached, 0) * share_1h)
+
+
+def _estimate(sent: Sent, counter: TokenCounter, model: str, counted: int) -> Estimate | None:
+    """The range of an uncurated prompt holding encrypted reasoning (None: it holds none)."""
+    hidden = reasoning_tokens(sent.original or (), counter, model)
+    if not hidden:
+        return None
+    billed = sent.usage.input if sent.usage is not None else None
+    return estimate(counted, hidden, sent.counted_sent, billed)
 
 
 def _model_facts(counter: TokenCounter, model: str) -> tuple[int | None, str | None]:

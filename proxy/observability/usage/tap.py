@@ -16,4 +16,6 @@ def from_wire(usage: WireUsage | None) -> Usage | None:
         cached=usage.cached_tokens or 0,
         output=usage.output_tokens or 0,
         reasoning=usage.reasoning_tokens or 0,
+        written=usage.cache_write_tokens or 0,
+        written_1h=usage.cache_write_1h_tokens or 0,
     )

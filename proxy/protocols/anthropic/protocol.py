@@ -79,10 +79,14 @@ class AnthropicMessages:
         plain = count_of(found, "input_tokens")
         read = count_of(found, "cache_read_input_tokens") or 0
         written = count_of(found, "cache_creation_input_tokens") or 0
+        # The TTL split, where reported; the rest of the writes are 5-minute ones.
+        hour = min(count_of(found, "cache_creation", "ephemeral_1h_input_tokens") or 0, written)
         return Usage(
             input_tokens=None if plain is None else plain + read + written,
             cached_tokens=read,
             output_tokens=count_of(found, "output_tokens"),
+            cache_write_tokens=written - hour,
+            cache_write_1h_tokens=hour,
         )
 
     def assemble(self, body: bytes) -> Assembled:

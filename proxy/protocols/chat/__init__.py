@@ -16,7 +16,7 @@ from proxy.protocols.base import Assembled, Usage, WireRequest
 from proxy.protocols.chat.assembly import assemble
 from proxy.protocols.splice import spliced
 from proxy.protocols.vendor import Vendor
-from proxy.protocols.wire import check_count, check_depth, count_of, last_object
+from proxy.protocols.wire import cache_writes, check_count, check_depth, count_of, last_object
 
 
 class ChatCompletions:
@@ -59,7 +59,7 @@ class ChatCompletions:
     def usage(self, tail: bytes) -> Usage | None:
         # Streamed, usage comes in the last chunk (with stream_options.include_usage);
         # earlier chunks carry `"usage":null`, which the scan passes over.
-        found = last_object(tail, b"usage")
+        found = last_object(tail, b"usage", ("prompt_tokens", "completion_tokens"))
         if found is None:
             return None
         return Usage(
@@ -67,6 +67,7 @@ class ChatCompletions:
             cached_tokens=count_of(found, "prompt_tokens_details", "cached_tokens"),
             output_tokens=count_of(found, "completion_tokens"),
             reasoning_tokens=count_of(found, "completion_tokens_details", "reasoning_tokens"),
+            cache_write_tokens=cache_writes(found, "prompt_tokens_details"),
         )
 
     def assemble(self, body: bytes) -> Assembled:

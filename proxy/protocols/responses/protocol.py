@@ -22,7 +22,7 @@ from proxy.protocols.responses.items import GROUP, ITEM_SKIPS, Mapped, to_neutra
 from proxy.protocols.responses.rebuild import rebuild
 from proxy.protocols.splice import spliced
 from proxy.protocols.vendor import Vendor
-from proxy.protocols.wire import check_count, check_depth, count_of, last_object
+from proxy.protocols.wire import cache_writes, check_count, check_depth, count_of, last_object
 
 SERVER_STATE = "server_state"
 """Skip reason: the conversation lives upstream (`previous_response_id`, `conversation`)."""
@@ -74,7 +74,7 @@ class ResponsesAPI:
     def usage(self, tail: bytes) -> Usage | None:
         # Streamed, usage comes in the `response.completed` event; earlier events carry
         # `"usage":null`, which the scan passes over.
-        found = last_object(tail, b"usage")
+        found = last_object(tail, b"usage", ("input_tokens", "output_tokens"))
         if found is None:
             return None
         return Usage(
@@ -82,6 +82,7 @@ class ResponsesAPI:
             cached_tokens=count_of(found, "input_tokens_details", "cached_tokens"),
             output_tokens=count_of(found, "output_tokens"),
             reasoning_tokens=count_of(found, "output_tokens_details", "reasoning_tokens"),
+            cache_write_tokens=cache_writes(found, "input_tokens_details"),
         )
 
     def assemble(self, body: bytes) -> Assembled:

@@ -93,6 +93,27 @@ def test_report_text_and_csv(store: Path, capsys: pytest.CaptureFixture[str]) ->
     assert float(table[1]["cache_hit_ratio"]) == pytest.approx(1536 / 2000)
 
 
+def test_an_estimated_uncurated_cost_is_marked_with_its_range(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    estimate = {"reason": "encrypted_reasoning", "learned": True, "usd_range": [0.005, 0.012]}
+    cost = {"price": "gpt-4o*", "actual_usd": 0.006, "uncurated_usd": 0.007}
+    records = [
+        record("e1", "2030-01-01T10:00:00.000Z", cost={**cost, "uncurated_estimate": estimate}),
+        record("e2", "2030-01-01T10:01:00.000Z"),  # exact: 0.009 at both ends
+    ]
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    rows = orjson.loads(run(capsys, "report", "--path", str(path), *SINCE, "--json"))
+    assert rows[0]["estimated"] == 1
+    assert rows[0]["uncurated_usd"] == pytest.approx(0.016)
+    low, high = rows[0]["uncurated_low_usd"], rows[0]["uncurated_high_usd"]
+    assert (low, high) == (pytest.approx(0.014), pytest.approx(0.021))
+    text = run(capsys, "report", "--path", str(path), *SINCE)
+    assert "~0.0160 [0.0140-0.0210]" in text.splitlines()[1]
+    assert text.splitlines()[-1].startswith("~ an estimate")
+
+
 def test_report_of_one_conversation_is_its_turns(
     store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

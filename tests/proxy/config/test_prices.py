@@ -45,6 +45,19 @@ def test_config_prices_override_the_builtin_table(tmp_path: Path) -> None:
     assert config.prices.find("my-own-model") is None
 
 
+def test_cache_write_prices_are_read_and_default_to_input(tmp_path: Path) -> None:
+    text = (
+        'prices:\n  "c*": {input: 3, cached_input: 0.3, cache_write: 3.75, cache_write_1h: 6,'
+        " output: 15}\n"
+        '  "d*": {input: 2, cache_write: 2.5, output: 8}\n'
+        '  "e*": {input: 1, output: 4}\n'
+    )
+    prices = load(tmp_path, text).prices
+    assert prices.find("c-1") == ("c*", Price(3.0, 0.3, 15.0, 3.75, 6.0))
+    found = [prices.find(m) for m in ("d-1", "e-1")]
+    assert [(p[1].write, p[1].write_1h) for p in found if p] == [(2.5, 2.5), (1.0, 1.0)]
+
+
 def test_cached_input_defaults_to_input(tmp_path: Path) -> None:
     config = load(tmp_path, 'prices:\n  "mine*": {input: 3, output: 6}\n')
     assert config.prices.find("mine-1") == ("mine*", Price(3.0, 3.0, 6.0))
@@ -61,6 +74,11 @@ def test_cached_input_defaults_to_input(tmp_path: Path) -> None:
         (
             'prices:\n  "gpt-4o*": {input: 1, cached_input: 2, output: 2}\n',
             "config.yaml:8: prices.gpt-4o*.cached_input: must be <= input (1), got 2",
+        ),
+        (
+            'prices:\n  "gpt-4o*": {input: 1, cache_write_1h: x, output: 2}\n',
+            "config.yaml:8: prices.gpt-4o*.cache_write_1h: expected US dollars per million "
+            "tokens, a number >= 0, got a string 'x'",
         ),
         (
             'prices:\n  "gpt-4o*": {input: 1}\n',

@@ -73,6 +73,13 @@ def test_usage_from_a_json_body() -> None:
     assert CHAT.usage(body) == Usage(120, 100, 30, 12)
 
 
+@pytest.mark.parametrize("key", ["cache_write_tokens", "cache_creation_tokens"])
+def test_usage_reads_cache_writes_where_reported(key: str) -> None:
+    details = {"cached_tokens": 0, key: 96}
+    body = orjson.dumps({"usage": {**FULL, "prompt_tokens_details": details}})
+    assert CHAT.usage(body) == Usage(120, 0, 30, 12, cache_write_tokens=96)
+
+
 def test_usage_from_the_tail_of_a_stream() -> None:
     # A cut before the usage chunk: the tail starts mid-event, as the relay keeps it.
     events = [b'data: {"choices":[{"delta":{"content":"hi"}}],"usage":null}\n\n']

@@ -169,6 +169,12 @@ def test_last_object_is_none_when_the_last_match_is_not_an_object() -> None:
     assert last_object(b'{"usage": {"n": 1}, "next": {"usage": 0}}', b"usage") is None
 
 
+def test_last_object_having_passes_over_objects_without_those_keys() -> None:
+    data = b'{"usage": {"n": 1}, "metadata": {"usage": "x"}, "m": {"usage": {"k": 2}}}'
+    assert last_object(data, b"usage", ("n",)) == {"n": 1}
+    assert last_object(data, b"usage", ("z",)) is None
+
+
 def object_of_size(size: int) -> bytes:
     """`{"k":"xx..."}` of exactly `size` bytes."""
     raw = b'{"k":"' + b"x" * (size - 8) + b'"}'

@@ -81,6 +81,7 @@ def test_facts_show_every_field_formatted() -> None:
         "Status": "200",
         "Tokens sent": "1,000 \u2192 900 \u221210%",
         "Cached prompt tokens": "512",
+        "Uncurated cost": DASH,
         "Latency": "1,234 ms",
         "Time to first byte": "87 ms",
         "Client key": "sha256:abcdef123456",
@@ -89,10 +90,19 @@ def test_facts_show_every_field_formatted() -> None:
     }
 
 
+def test_an_uncurated_cost_shows_exact_or_as_an_estimate_with_its_range() -> None:
+    exact = {"price": "gpt-4o*", "actual_usd": 0.001, "uncurated_usd": 0.0025}
+    assert facts(render(record(cost=exact)))["Uncurated cost"] == "$0.002500"
+    ranged = {"learned": True, "usd_range": [0.001, 0.004]}
+    shown = facts(render(record(cost={**exact, "uncurated_estimate": ranged})))
+    assert shown["Uncurated cost"] == "~$0.002500 (estimate, $0.001000\u2013$0.004000)"
+
+
 def test_missing_facts_are_dashes_and_no_client_key_says_none() -> None:
     shown = facts(render({"id": RID, "time": "2026-01-01T00:00:00Z"}))
     for key in ("Kind", "Route", "Policy", "Mode", "Model", "Status", "Tokens sent",
-                "Cached prompt tokens", "Latency", "Time to first byte"):  # fmt: skip
+                "Cached prompt tokens", "Uncurated cost", "Latency",
+                "Time to first byte"):  # fmt: skip
         assert shown[key] == DASH, key
     assert shown["Client key"] == "none"
     assert shown["Redaction"] == "unknown"

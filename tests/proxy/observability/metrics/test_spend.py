@@ -49,6 +49,24 @@ def test_tokens_by_kind_and_both_costs_under_the_price_glob() -> None:
     assert totals[("curator_cost_usd", "agents", "coding", "gpt-4o*", "uncurated")] > 0
 
 
+def test_cache_writes_are_their_own_token_kinds() -> None:
+    series: dict[tuple[str, ...], Series] = defaultdict(Series)
+    families = SpendFamilies(lambda name, *_l: name, lambda name, *_l: name)
+    usage = Usage(input=500, cached=100, output=10, written=300, written_1h=50)
+    spend = account(
+        Sent.of("claude-sonnet-4-5", None, None, [], usage), f.counter(), PRICES, Counterfactuals()
+    )
+    families.observe(lambda fam, *labels: series[(fam, *labels)], "a", "p", spend)
+    tokens = {k[-1]: s.total for k, s in series.items() if k[0] == "curator_upstream_tokens"}
+    assert tokens == {
+        "input": 500,
+        "cached": 100,
+        "cache_write": 300,
+        "cache_write_1h": 50,
+        "output": 10,
+    }
+
+
 def test_an_unpriced_model_is_other_and_costs_nothing() -> None:
     totals = observed("my-llama", None)
     assert {k[3] for k in totals} == {"other"}

@@ -30,7 +30,14 @@ def test_spend_fields_carry_usage_cost_and_the_resolved_window() -> None:
     sent = Sent.of("gpt-4o", {"tools": [TOOL]}, history, [], Usage(input=40, output=5))
     spend = account(sent, f.counter(), PRICES, Counterfactuals())
     fields = spend_fields(spend, {"tools": [TOOL]})
-    assert fields["usage"] == {"input": 40, "cached": 0, "output": 5, "reasoning": 0}
+    assert fields["usage"] == {
+        "input": 40,
+        "cached": 0,
+        "output": 5,
+        "reasoning": 0,
+        "cache_write": 0,
+        "cache_write_1h": 0,
+    }
     assert fields["context_window"] == f.counter().models.lookup("gpt-4o").context_window
     assert fields["encoding"] == "o200k_base"
     assert fields["conversation"] is None  # no session id: the writer keys it

@@ -37,21 +37,28 @@ def test_conversation_key_is_the_session_else_pins_and_first_user() -> None:
 
 def test_cached_tokens_follow_the_prefix_model_per_conversation() -> None:
     history = Counterfactuals(PrefixCache())
-    assert history.cached_tokens("a", prompt(1500, 10)) == 0, "nothing seen yet"
+    assert history.cached_tokens("a", "m", prompt(1500, 10)) == 0, "nothing seen yet"
     # the same first block (1,500 tokens) again: 1,024 + 3 * 128 cached
-    assert history.cached_tokens("a", prompt(1500, 20)) == 1408
-    assert history.cached_tokens("b", prompt(1500, 20)) == 0, "another conversation"
+    assert history.cached_tokens("a", "m", prompt(1500, 20)) == 1408
+    assert history.cached_tokens("b", "m", prompt(1500, 20)) == 0, "another conversation"
+
+
+def test_a_model_switch_gets_no_credit_from_the_other_models_cache() -> None:
+    history = Counterfactuals(PrefixCache())
+    history.cached_tokens("a", "gpt-4o", prompt(9000, 10))
+    assert history.cached_tokens("a", "gpt-4o-mini", prompt(9000, 20)) == 0, "another model"
+    assert history.cached_tokens("a", "gpt-4o", prompt(9000, 30)) == 8960
 
 
 def test_memory_is_bounded() -> None:
     history = Counterfactuals(max_conversations=2, max_nodes=5)
-    history.cached_tokens("a", prompt(2000))
-    history.cached_tokens("b", prompt(2000))
-    history.cached_tokens("c", prompt(2000))
+    history.cached_tokens("a", "m", prompt(2000))
+    history.cached_tokens("b", "m", prompt(2000))
+    history.cached_tokens("c", "m", prompt(2000))
     assert len(history) == 2
-    assert history.cached_tokens("a", prompt(2000)) == 0, "a was the least recently used"
-    history.cached_tokens("c", prompt(1, 1, 1, 1, 1))  # past max_nodes: c starts over
-    assert history.cached_tokens("c", prompt(2000)) == 0
+    assert history.cached_tokens("a", "m", prompt(2000)) == 0, "a was the least recently used"
+    history.cached_tokens("c", "m", prompt(1, 1, 1, 1, 1))  # past max_nodes: c starts over
+    assert history.cached_tokens("c", "m", prompt(2000)) == 0
 
 
 def _digests(conversation: int, count: int) -> Prompt:
@@ -67,14 +74,14 @@ def test_memory_is_bounded_in_bytes_across_conversations() -> None:
     try:
         before, _ = tracemalloc.get_traced_memory()
         for conversation in range(24):
-            history.cached_tokens(f"c{conversation}", _digests(conversation, 9999))
+            history.cached_tokens(f"c{conversation}", "m", _digests(conversation, 9999))
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
     assert history.bytes <= history.max_bytes
     assert len(history) == history.max_bytes // (9999 * NODE_BYTES)  # the newest ones
     assert held < 2 * history.max_bytes, held  # by count alone: ~40 MB
-    assert history.cached_tokens("c23", _digests(23, 2000)) == 1920  # the newest is kept
+    assert history.cached_tokens("c23", "m", _digests(23, 2000)) == 1920  # the newest is kept
 
 
 def test_spend_thread_runs_jobs_in_order_and_drops_when_full() -> None:

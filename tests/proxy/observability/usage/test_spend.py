@@ -51,6 +51,19 @@ def test_the_counterfactual_prices_the_uncurated_prompt_with_tools() -> None:
     assert found.context_window == f.counter().models.lookup("gpt-4o").context_window
 
 
+def test_the_uncurated_prompt_writes_the_same_share_of_its_uncached_tokens() -> None:
+    # The upstream wrote 3/4 of the request's uncached tokens (1/4 of them for an hour).
+    usage = Usage(input=500, cached=100, output=40, written=200, written_1h=100)
+    found = account(sent(HISTORY, usage), f.counter(), PRICES, Counterfactuals()).counterfactual()
+    assert found.uncurated is not None
+    uncached = found.uncurated.input - found.uncurated.cached
+    assert (found.uncurated.written, found.uncurated.written_1h) == (
+        round(uncached / 2),
+        round(uncached / 4),
+    )
+    assert found.uncurated_usd == pytest.approx(cost(found.uncurated, PRICE))
+
+
 def test_a_passthrough_is_its_own_counterfactual_and_known_at_once() -> None:
     usage = Usage(input=12, output=3)
     spend = account(sent(None, usage), f.counter(), PRICES, Counterfactuals())

@@ -109,6 +109,21 @@ def test_usage_counts_cache_reads_and_writes_into_the_prompt() -> None:
     found = ANTHROPIC.usage(orjson.dumps({"type": "message", "usage": usage}))
     assert found is not None
     assert (found.input_tokens, found.cached_tokens, found.output_tokens) == (1210, 1000, 7)
+    assert (found.cache_write_tokens, found.cache_write_1h_tokens) == (200, 0)
+
+
+def test_usage_splits_cache_writes_by_ttl() -> None:
+    usage = {
+        "input_tokens": 10,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 300,
+        "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200},
+        "output_tokens": 7,
+    }
+    found = ANTHROPIC.usage(orjson.dumps({"type": "message", "usage": usage}))
+    assert found is not None
+    assert found.input_tokens == 310
+    assert (found.cache_write_tokens, found.cache_write_1h_tokens) == (100, 200)
 
 
 def test_a_streams_usage_merges_message_start_and_message_delta() -> None:

@@ -99,6 +99,17 @@ def test_usage_comes_from_a_body_and_from_the_completed_event() -> None:
         assert usage.reasoning_tokens == 0
 
 
+@pytest.mark.parametrize("tag", ["x", {"n": 1}, None])
+def test_usage_survives_a_metadata_key_named_usage(tag: object) -> None:
+    # The API echoes `metadata` after `usage`: its `usage` key is the last in the body.
+    request = {"model": "gpt-4.1", "input": [r.user()]}
+    done = {**responses_rules.response(request, Behavior(), 2048, ENC), "metadata": {"usage": tag}}
+    for data in (orjson.dumps(done), b"".join(responses_rules.events(done))):
+        usage = RESPONSES.usage(data[-16 * 1024 :])
+        assert usage is not None
+        assert (usage.input_tokens, usage.cached_tokens) == (2048, 1024)
+
+
 def test_a_stream_cut_before_completion_has_no_usage() -> None:
     done = responses_rules.response({"model": "m"}, Behavior(), 10, ENC)
     assert RESPONSES.usage(b"".join(responses_rules.events(done)[:-1])) is None
