@@ -12,10 +12,10 @@ rejects counts its records as failed, logged at a bounded rate. A store that is 
 (`StoreUnavailable`: database down, connection lost, disk full, read-only) keeps its batch:
 the thread retries it with backoff while new entries wait, up to `max_queue` records and
 `max_queue_bytes` (`queue_bytes`), past which they are dropped and counted; `health()`
-says so, for `/healthz` (a remote store's disk spool: `audit.spool`). One writer per process (in the app's lifespan): threads do not
-survive the fork of `--workers` (a process of its own was measured slower). Jobs queued with
-`run_soon` run in order with the records: the uncurated-cost job needs the counterfactual
-the record's build computes anyway (one thread waking: -80 us).
+says so, for `/healthz` (a remote store's disk spool: `audit.spool`). One writer per
+process (in the app's lifespan): threads do not survive the fork of `--workers` (a process
+of its own was measured slower). Jobs queued with `run_soon` run in order with the records:
+the uncurated-cost job needs the counterfactual the record's build computes anyway.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ def test_check_without_config_file_shows_defaults(
     out = capsys.readouterr().out
     assert out.startswith("config: <defaults>: OK\nserver: 127.0.0.1:8080")
     assert f"upstream: default {DEFAULT_UPSTREAM} (client's Authorization passed through)" in out
-    assert "      - tool_result_truncation: {max_tokens: 2000, keep_recent: 2," in out
+    assert "      - turn_masking: {keep_turns: 15, trigger_tokens: 16000," in out
 
 
 def test_check_reads_config_yaml_in_the_working_directory(

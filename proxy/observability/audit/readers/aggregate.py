@@ -16,15 +16,26 @@ tuple `GroupRow`'s fields in order.
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, LiteralString
+from typing import Any
 
-GroupRow = tuple[
-    str, str, str, str, int, int, int, int, int, int, float | None, float | None, int, int
-]
+GroupRow = tuple[Any, ...]
 """route, policy, model, day, requests, tokens_before, tokens_after, input_tokens,
-cached_tokens, output_tokens, actual_usd, uncurated_usd, rescues, skips."""
+cached_tokens, cache_write_tokens, output_tokens, actual_usd, uncurated_usd, rescues, skips,
+estimated, uncurated_low_usd, uncurated_high_usd: `report.Row`'s fields in order."""
 
-_SQLITE: LiteralString = """
+_RANGED = (
+    "json_type(f, '$.cost.uncurated_estimate.usd_range') = 'array' "
+    "AND json_array_length(f, '$.cost.uncurated_estimate.usd_range') = 2"
+)
+_END = (
+    "CASE WHEN json_type(f, '$.cost.uncurated_estimate.usd_range[{i}]') IN ('integer', 'real') "
+    "THEN json_extract(f, '$.cost.uncurated_estimate.usd_range[{i}]') ELSE 0.0 END"
+)
+_FIGURE = (
+    "CASE WHEN json_type(f, '$.cost.uncurated_usd') IN ('integer', 'real') "
+    "THEN json_extract(f, '$.cost.uncurated_usd') ELSE 0.0 END"
+)
+_TEMPLATE = """
 SELECT coalesce(route, '-'), coalesce(policy, '-'), coalesce(model, '-'),
   date(time, 'unixepoch'), count(*),
   sum(CASE WHEN json_type(f, '$.tokens_before') = 'integer'
@@ -38,6 +49,10 @@ SELECT coalesce(route, '-'), coalesce(policy, '-'), coalesce(model, '-'),
       THEN json_extract(f, '$.usage.input') ELSE 0 END),
   sum(CASE WHEN json_type(f, '$.usage.cached') = 'integer'
       THEN json_extract(f, '$.usage.cached') ELSE 0 END),
+  sum(CASE WHEN json_type(f, '$.usage.cache_write') = 'integer'
+      THEN json_extract(f, '$.usage.cache_write') ELSE 0 END
+    + CASE WHEN json_type(f, '$.usage.cache_write_1h') = 'integer'
+      THEN json_extract(f, '$.usage.cache_write_1h') ELSE 0 END),
   sum(CASE WHEN json_type(f, '$.usage.output') = 'integer'
       THEN json_extract(f, '$.usage.output') ELSE 0 END),
   sum(CASE WHEN json_type(f, '$.cost') = 'object' THEN
@@ -48,11 +63,19 @@ SELECT coalesce(route, '-'), coalesce(policy, '-'), coalesce(model, '-'),
       THEN json_extract(f, '$.cost.uncurated_usd') ELSE 0.0 END END),
   sum(coalesce(json_type(f, '$.rescued') NOT IN ('null', 'false'), 0)
       AND coalesce(json_extract(f, '$.rescued') NOT IN (0, ''), 1)),
-  sum(coalesce(json_type(f, '$.skip_reason') != 'null', 0))
+  sum(coalesce(json_type(f, '$.skip_reason') != 'null', 0)),
+  sum(CASE WHEN json_type(f, '$.cost') = 'object' AND {ranged} THEN 1 ELSE 0 END),
+  sum(CASE WHEN json_type(f, '$.cost') = 'object' THEN
+      CASE WHEN {ranged} THEN {low} ELSE {figure} END END),
+  sum(CASE WHEN json_type(f, '$.cost') = 'object' THEN
+      CASE WHEN {ranged} THEN {high} ELSE {figure} END END)
 FROM (SELECT time, route, policy, model, CAST(fields AS TEXT) AS f FROM records
       WHERE time >= ? AND time < ? AND kind != 'summarizer')
 GROUP BY 1, 2, 3, 4
 """
+_SQLITE = _TEMPLATE.format(
+    ranged=_RANGED, low=_END.format(i=0), high=_END.format(i=1), figure=_FIGURE
+)
 
 
 def sqlite_groups(conn: sqlite3.Connection, since: float, until: float | None) -> list[GroupRow]:
@@ -62,8 +85,8 @@ def sqlite_groups(conn: sqlite3.Connection, since: float, until: float | None) -
 
 def _row(row: tuple[Any, ...]) -> GroupRow:
     names = tuple(str(v) for v in row[:4])
-    counts = tuple(int(v or 0) for v in row[4:10])
-    money = tuple(None if v is None else float(v) for v in row[10:12])
-    flags = tuple(int(v or 0) for v in row[12:14])
-    out: GroupRow = (*names, *counts, *money, *flags)  # type: ignore[assignment]
-    return out
+    counts = tuple(int(v or 0) for v in row[4:11])
+    money = tuple(None if v is None else float(v) for v in row[11:13])
+    flags = tuple(int(v or 0) for v in row[13:16])
+    ends = tuple(None if v is None else float(v) for v in row[16:18])
+    return (*names, *counts, *money, *flags, *ends)
