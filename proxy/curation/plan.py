@@ -8,18 +8,17 @@ A route's mode decides what curation may do. `enforce` sends the curated request
 `shadow` runs the chain and reports what it would have done (headers, record), but sends
 the client's exact bytes and never rejects. `off` only routes: nothing is counted.
 
-Planning is plain synchronous code. Small bodies are planned on the event loop; big
-ones (`OFFLOAD_BYTES`) always in the worker's one curation thread (`CurationSetup.offload`),
+Planning is plain synchronous code. Small bodies are planned on the event loop; big ones
+(`OFFLOAD_BYTES`) always in the worker's one curation thread (`CurationSetup.offload`),
 even when nothing else is in flight: a cold 127k-token request spends tens of milliseconds
 curating, and a small turn arriving meanwhile must not wait behind it (issue N: no loop
 stall over 5 ms; `curator_event_loop_lag_seconds` shows it). One thread, not a pool: big
-bodies queue behind each other rather than take turns at the GIL with the loop.
-Measured here: a hand-off costs ~0.1 ms; a 64 KiB body costs ~2 ms cold, ~0.2 ms warm.
-A chain holding an async curator (a summarizer) is read the same way, then awaited on
-the event loop, its model calls going through the services the app supplies.
+bodies queue behind each other rather than take turns at the GIL with the loop. Measured
+here: a hand-off costs ~0.1 ms; a 64 KiB body costs ~2 ms cold, ~0.2 ms warm. A chain
+holding an async curator (a summarizer) is read the same way, then awaited on the loop.
 
-What curation did goes straight into the request's `ExchangeRecord` (the one record the
-metrics and the audit read); the `Plan` says only what goes upstream.
+What curation did goes into the request's `ExchangeRecord` (read by the metrics and the
+audit); the `Plan` says only what goes upstream.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from policies.errors import ContextOverflow
 from policies.summary_io import Services, SummaryStats
 from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.config.loader import Config, Route
+from proxy.curation.provider_edits import left_to_provider
 from proxy.curation.sharing import SharedTools
 from proxy.curation.thread import CurationThread, in_thread
 from proxy.errors import context_length_exceeded, no_anthropic_upstream, no_route
@@ -218,7 +218,7 @@ def read_request(
         # Routed only: no policy applies, nothing is counted, the client's bytes go upstream.
         headers_off = ((b"x-curator-route", ascii_bytes(route.name)), (MODE_HEADER, b"off"))
         return Plan(route, raw, headers_off)
-    choice = setup.router.policy(route, headers)
+    choice = left_to_provider(setup.router.policy(route, headers), protocol.vendor, wire.body)
     record.policy = choice.name
     pending = Pending(protocol, wire, route, choice, record)
     if wire.body is None or wire.skip is not None:

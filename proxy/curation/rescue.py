@@ -11,7 +11,9 @@ instead. Only once: a second rejection reaches the client as the upstream wrote 
 How much tighter: OpenAI's and vLLM's messages state the window and the count
 ("maximum context length is 8192 tokens. However, your messages resulted in 8445
 tokens", or "you requested 8445 tokens (7933 in the messages, 512 in the completion)";
-vLLM's current wordings in `_PROMPT`). The upstream's prompt count over ours is the ratio
+vLLM's current wordings in `_PROMPT`; Anthropic's "prompt is too long: 208437 tokens >
+200000 maximum", or "input length and `max_tokens` exceed context limit: 188240 + 21333 >
+200000", in a 400 `invalid_request_error`). The upstream's prompt count over ours is the ratio
 the retry's budget divides by (plus `TIGHTEN_MARGIN`); the stated window replaces ours. A
 message without numbers, or whose count is only a lower bound ("your prompt contains at
 least 7681 input tokens": vLLM stopped counting at the window), tightens by
@@ -58,7 +60,11 @@ TIGHTEN_MARGIN = 1.02
 FALLBACK_TIGHTEN = 1.10
 RESCUED_HEADER = b"x-curator-rescued"
 
-_WINDOW = re.compile(rb"maximum context length is (\d+)")
+_WINDOW = re.compile(
+    rb"maximum context length is (\d+)"
+    rb"|prompt is too long: \d+ tokens > (\d+) maximum"  # Anthropic
+    rb"|exceed context limit: \d+ \+ \d+ > (\d+)"  # Anthropic, with max_tokens
+)
 _PROMPT = re.compile(
     rb"(\d+) in the messages"  # vLLM, older: "... (7933 in the messages, 512 in the ..."
     rb"|messages resulted in (\d+) tokens"  # OpenAI
@@ -69,12 +75,14 @@ _PROMPT = re.compile(
     # vLLM, newer: "However, you requested 512 output tokens and your prompt contains (at
     # least) 7681 input tokens, for a total of (at least) 8193 tokens."
     rb"|your prompt contains (?:at least )?(\d+) input tokens"
+    rb"|prompt is too long: (\d+) tokens"  # Anthropic
+    rb"|exceed context limit: (\d+) \+"  # Anthropic, with max_tokens
 )
 _AT_LEAST = re.compile(rb"prompt contains at least \d+ input tokens")
 _REQUESTED = re.compile(
     rb"(?:requested|resulted in) (\d+) tokens|for a total of (?:at least )?(\d+) tokens"
 )
-_COMPLETION = re.compile(rb"is too large: (\d+)")
+_COMPLETION = re.compile(rb"is too large: (\d+)|exceed context limit: \d+ \+ (\d+)")
 
 
 @dataclass(frozen=True, slots=True)

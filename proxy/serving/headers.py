@@ -33,6 +33,8 @@ def policy_headers(route: Route, choice: PolicyChoice) -> list[tuple[bytes, byte
     if choice.header in ("unknown", "not_allowed"):
         # The client named a policy it cannot have; say so rather than ignore it silently.
         headers.append((b"x-curator-policy-ignored", choice.header.encode()))
+    if choice.left:
+        headers.append((b"x-curator-left-to-provider", ",".join(choice.left).encode()))
     return headers
 
 

@@ -69,6 +69,9 @@ class PolicyChoice:
     header: HeaderStatus = "absent"
     requested: str | None = None
     """The header's value when the request sent one."""
+    left: tuple[str, ...] = ()
+    """Edit types the request asked the provider to apply itself, so the proxy left them to
+    it (`proxy.curation.provider_edits`)."""
 
 
 def choose_policy(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +66,8 @@ class FakeAnthropic:
     cache: MessagesCache = field(default_factory=MessagesCache)
     usages: list[dict[str, Any]] = field(default_factory=list)
     """The usage of each message answered, in order."""
+    responder: Callable[[dict[str, Any]], Reply] | None = None
+    """Answers a request the script has no reply for (a scripted model); else a short text."""
     _script: deque[Reply] = field(default_factory=deque)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
@@ -106,17 +109,21 @@ class FakeAnthropic:
         raw, denied = await self._record(request)
         if denied is not None:
             return denied
-        reply = self._script.popleft() if self._script else Reply()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            self.rejected.append(str(exc))
+            return Response(rules.error_body(str(exc)), 400, JSON)
+        reply = self._reply(body)
         if reply.status is not None:
             return Response(reply.body, reply.status, JSON)
         try:
-            body = orjson.loads(raw)
             rules.check(body)
             counts = prompt_tokens(body, self.enc)
             total, window = sum(counts), self.window(str(body.get("model")))
             if total > window:
                 raise rules.Rejected(f"prompt is too long: {total} tokens > {window} maximum")
-        except (orjson.JSONDecodeError, rules.Rejected) as exc:
+        except rules.Rejected as exc:
             self.rejected.append(str(exc))
             return Response(rules.error_body(str(exc)), 400, JSON)
         usage = self.cache.usage(body, counts)
@@ -125,6 +132,11 @@ class FakeAnthropic:
         if body.get("stream"):
             return Response(b"".join(events(message)), 200, {"content-type": "text/event-stream"})
         return Response(orjson.dumps(message), 200, JSON)
+
+    def _reply(self, body: dict[str, Any]) -> Reply:
+        if self._script:
+            return self._script.popleft()
+        return self.responder(body) if self.responder is not None else Reply()
 
     def _message(self, body: dict[str, Any], reply: Reply, usage: dict[str, Any]) -> dict[str, Any]:
         content: list[dict[str, Any]] = []

@@ -46,6 +46,32 @@ def test_openai_and_vllm_errors_are_read() -> None:
     assert overflow_in(VLLM) == Overflow(4096, 4088, 4600)
 
 
+def anthropic_error(message: str) -> bytes:
+    """Anthropic's error body: a 400 `invalid_request_error`, no code."""
+    return orjson.dumps(
+        {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("prompt is too long: 208437 tokens > 200000 maximum", Overflow(200000, 208437, None)),
+        (
+            "input length and `max_tokens` exceed context limit: 188240 + 21333 > 200000, "
+            "decrease input length or `max_tokens` and try again",
+            Overflow(200000, 188240, 188240 + 21333),
+        ),
+    ],
+)
+def test_anthropics_errors_are_read(message: str, expected: Overflow) -> None:
+    assert overflow_in(anthropic_error(message)) == expected
+
+
+def test_anthropics_other_invalid_requests_are_not_overflows() -> None:
+    assert overflow_in(anthropic_error("messages.1: tool_use ids were found without")) is None
+
+
 def vllm_error(message: str, param: str) -> bytes:
     """vLLM's current error body (`VLLMValidationError`, answered 400)."""
     error = {"message": message, "type": "BadRequestError", "param": param, "code": 400}
