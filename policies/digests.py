@@ -10,7 +10,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import orjson
 
@@ -131,9 +131,20 @@ def message_key(prefix: bytes, msg: Message) -> bytes:
             h.update(b"s")
             h.update(rest)
             h.update(b"\0")
-            h.update(content.encode("utf-8", "surrogatepass"))
+            update_text(h, content)
             return h.digest()[:16]
     return digest(prefix + b"j", json_bytes(msg))
+
+
+TEXT_SLICE_CHARS = 1 << 20
+"""A long text is encoded for hashing a slice at a time: one `str.encode` of 25 MB holds
+the GIL for tens of milliseconds, every other thread (the event loop too) waiting."""
+
+
+def update_text(h: Any, text: str) -> None:
+    """`h.update(text as UTF-8)`, a slice at a time (hashlib lets go of the GIL itself)."""
+    for i in range(0, len(text), TEXT_SLICE_CHARS):
+        h.update(text[i : i + TEXT_SLICE_CHARS].encode("utf-8", "surrogatepass"))
 
 
 def json_bytes(value: object) -> bytes:

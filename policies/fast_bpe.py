@@ -14,16 +14,24 @@ every other thread of the process, the event loop too: ~17-20 ms for a 480 KB to
 A text longer than `HOLD_CHARS` is therefore counted and encoded piece by piece, cut at
 the encoding's split points (`policies.split_rules`), where its tokens are exactly those of the
 pieces: between two pieces the loop gets the GIL back (the switch interval `curator serve`
-sets). A text with no split point past `HOLD_CHARS` (one long line) still goes in one call.
+sets), and off the event loop the piece's thread lets go of the GIL at once
+(`_let_others_in`). A text with no split point for `LONGEST_CHARS` past `HOLD_CHARS` (one
+25 MB line: 2-3 s in one call, every client stalled) is cut there anyway, before a blank
+that follows a visible character when there is one, else at that character: a forced cut.
+Counting there may differ from the whole text's count by a token or so, so `count` adds
+`FORCED_CUT_TOKENS` per forced cut and errs high (~1 token in 16k characters); ids from
+`encode_ordinary` still decode to the text exactly, so cuts made with them stay exact.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import importlib
 import logging
 import os
 import re
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -58,12 +66,19 @@ def ids_digest(ids: Sequence[int]) -> str:
 HOLD_CHARS = 16_384
 """The longest text rs_bpe gets in one call when it can be cut (~0.5 ms of holding the GIL
 for ASCII here); see the module docstring."""
+LONGEST_CHARS = 4 * HOLD_CHARS
+"""The longest piece: past it, a text with no split point is cut anyway (a forced cut)."""
+FORCED_CUT_TOKENS = 1
+"""Added to a count per forced cut, so a count taken in pieces is never low."""
+_BLANK = re.compile(r"(?<=\S)[ \t](?=\S)")
+"""A forced cut's first choice: before a blank between two visible characters (a word's
+leading space belongs to the word's piece in both encodings, so the cut is likely exact)."""
 
 
 class FastBpeEncoder:
     """An rs_bpe tokenizer behind the `Encoder` protocol, with a `count` that builds no list."""
 
-    __slots__ = ("_bpe", "_hold_chars", "_split", "name", "tokenizer")
+    __slots__ = ("_bpe", "_hold_chars", "_longest", "_split", "name", "tokenizer")
 
     def __init__(
         self,
@@ -71,24 +86,32 @@ class FastBpeEncoder:
         tokenizer: Any,
         split: re.Pattern[str] | None = None,
         hold_chars: int = HOLD_CHARS,
+        longest_chars: int = LONGEST_CHARS,
     ) -> None:
-        """`split`: the encoding's split rule (`policies.split_rules.SPLITS`); None: texts go
-        whole."""
+        """`split`: the encoding's split rule (`policies.split_rules.SPLITS`); None: texts are
+        cut only where forced. `longest_chars`: see `LONGEST_CHARS` (at least `hold_chars`)."""
         self.name = name
         self.tokenizer = tokenizer
         self._bpe = tokenizer.bpe()
         self._split = split
         self._hold_chars = hold_chars
+        self._longest = max(hold_chars, longest_chars)
 
     def encode_ordinary(self, text: str) -> list[int]:
         if len(text) <= self._hold_chars:
             return self._encode(text)
-        return [token for piece in self._pieces(text) for token in self._encode(piece)]
+        tokens: list[int] = []
+        for piece, _ in self._pieces(text):
+            tokens += self._encode(piece)
+        return tokens
 
     def count(self, text: str) -> int:
         if len(text) <= self._hold_chars:
             return self._count(text)
-        return sum(map(self._count, self._pieces(text)))
+        return sum(
+            self._count(piece) + (FORCED_CUT_TOKENS if forced else 0)
+            for piece, forced in self._pieces(text)
+        )
 
     def _encode(self, text: str) -> list[int]:
         try:
@@ -104,23 +127,40 @@ class FastBpeEncoder:
             n = self.tokenizer.count(_without_surrogates(text))
         return n
 
-    def _pieces(self, text: str) -> Iterator[str]:
-        """`text` cut at the first split point past every `hold_chars` characters."""
-        if self._split is None:
-            yield text
-            return
-        search, hold, start, n = self._split.search, self._hold_chars, 0, len(text)
+    def _pieces(self, text: str) -> Iterator[tuple[str, bool]]:
+        """`text` cut at the first split point past every `hold_chars` characters, or forced
+        (see the module docstring); each piece with whether its end was a forced cut."""
+        hold, start, n = self._hold_chars, 0, len(text)
         while n - start > hold:
-            found = search(text, start + hold)
-            if found is None:
-                break
-            yield text[start : found.end()]
-            start = found.end()
-        yield text[start:]
+            stop, forced = self._cut(text, start + hold, min(n, start + self._longest))
+            yield text[start:stop], forced
+            _let_others_in()
+            start = stop
+        yield text[start:], False
+
+    def _cut(self, text: str, least: int, most: int) -> tuple[int, bool]:
+        """Where the piece that must not end before `least` ends: a split point up to `most`
+        (searched no further, so a search holds the GIL no longer than a piece), else a
+        forced cut."""
+        found = self._split.search(text, least, most) if self._split is not None else None
+        if found is not None:
+            return found.end(), False
+        if most == len(text):  # the rest is no longer than a piece may be: exact, whole
+            return most, False
+        blank = _BLANK.search(text, least, most)
+        return (blank.start() if blank is not None else most), True
 
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
         data: bytes = self._bpe.decode_tokens(list(tokens))
         return data
+
+
+def _let_others_in() -> None:
+    """Between two pieces, off the event loop: let go of the GIL for a moment, so a loop
+    waiting for it runs now (`proxy.priority.let_the_loop_in`), not a switch interval into
+    the next piece. On the loop itself that would only let a background thread in."""
+    if asyncio._get_running_loop() is None:
+        time.sleep(0)
 
 
 def _without_surrogates(text: str) -> str:

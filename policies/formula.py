@@ -8,7 +8,7 @@ plus its `id`, which is what a history of short-id calls measured upstream needs
 count can be a few tokens high for long ids, never low. A tool message's `tool_call_id`
 counts as a string value. Text parts after the first cost `PART_SEPARATOR` more (how
 parts are joined is not published). Image, audio and other parts are priced by
-`policies.images`.
+`policies.images` (Responses' own image shapes by `policies.image_parts`).
 The formula is a sum over the message's keys, so replacing one value changes the count
 by exactly that value's difference; curators rely on that to count what they rewrite
 without encoding the rest again (`CurationContext.with_content`).
@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from policies.encoders import Encoder, counter_of
+from policies.image_parts import image_tokens, is_image_part
 from policies.images import (
     ImagePricing,
     audio_part_tokens,
@@ -127,6 +128,8 @@ def content_tokens(content: object, enc: Encoder, images: ImagePricing = "tiles"
             n += image_part_tokens(part.get("image_url"), images)
         elif kind == "input_audio":
             n += audio_part_tokens(part.get("input_audio"))
+        elif is_image_part(part):
+            n += image_tokens(part, images, lambda s: count(enc, s))
         else:
             n += opaque_part_tokens(part, lambda s: count(enc, s))
     return n

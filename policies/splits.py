@@ -39,6 +39,30 @@ def splits(enc: Encoder) -> re.Pattern[str] | None:
     return found if registry.ENCODINGS.get(enc.name) is enc else None
 
 
+SEARCH_CHARS = 65_536
+"""How far one search for a split point looks: a text with none for megabytes (one long
+line) is searched window by window, so no search holds the GIL for long."""
+
+
+def _next_split(rule: re.Pattern[str], text: str, pos: int) -> int:
+    """The end of the first split point at or past `pos`, or len(text)."""
+    n = len(text)
+    while pos < n:
+        found = rule.search(text, pos, min(n, pos + SEARCH_CHARS))
+        if found is not None:
+            return found.end()
+        pos += SEARCH_CHARS - 64  # a split point's lookahead may cross a window's end
+    return n
+
+
+def _utf8_size(text: str) -> int:
+    """len(text.encode()), a window at a time: encoding a long line at once holds the GIL."""
+    return sum(
+        len(text[i : i + SEARCH_CHARS].encode("utf-8", "surrogatepass"))
+        for i in range(0, len(text), SEARCH_CHARS)
+    )
+
+
 class Profile:
     """A text's token count, with the count at each of its chunks' split points."""
 
@@ -48,16 +72,15 @@ class Profile:
         """Counts `text` chunk by chunk, at split points of `rule` (`splits(enc)`)."""
         self.enc, self.text = enc, text
         marks, cum = [0], [0]
-        count, search, n = counter_of(enc), rule.search, len(text)
+        count, n = counter_of(enc), len(text)
         is_ascii = text.isascii()
         start = total = size = 0
         while start < n:
-            found = search(text, start + CHUNK_CHARS) if start + CHUNK_CHARS < n else None
-            stop = found.end() if found is not None else n
+            stop = _next_split(rule, text, start + CHUNK_CHARS)
             chunk = text[start:stop]
             total += count(chunk)
             if not is_ascii:  # encoding left the chunk's UTF-8 with it: its size comes cheap
-                size += len(chunk.encode("utf-8", "surrogatepass"))
+                size += _utf8_size(chunk)
             marks.append(stop)
             cum.append(total)
             start = stop

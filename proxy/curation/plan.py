@@ -69,7 +69,7 @@ class Plan:
     """The `x-curator-*` response headers (the request id is added by the app)."""
     pending: Pending | None = None
     """A request curated in enforce mode, kept so an upstream overflow can be rescued
-    (`proxy.curation.rescue.replan`); None otherwise."""
+    (`proxy.curation.replan`); None otherwise."""
 
 
 ServicesFor = Callable[[Route], Services]

@@ -39,14 +39,13 @@ import re
 import zlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from time import perf_counter
 
 import orjson
 
 from policies.calibration import BudgetHints
 from policies.summary_io import Services
-from policies.tokens import TokenCounter
-from proxy.curation.plan import CurationSetup, Pending, Plan, curated_plan, rebuilt_body
+from proxy.curation.plan import CurationSetup, Plan
+from proxy.curation.replan import replan
 from proxy.observability.exchange import FirstAttempt
 from proxy.types import Headers
 from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
@@ -256,7 +255,7 @@ async def retry_request(
     if overflow.window is None and pending.window_assumed:
         budget = pending.choice.policy.budget(pending.wire.facts, counter, pending.hints)
         hints = replace(halved(pending.hints, ours, budget.reserve_output), scale=hints.scale)
-    again = await replan(pending, counter, hints, services)
+    again = await replan(pending, counter, hints, services, setup.offload)
     if facts is not None:
         facts.rescued(upstream, again is not None)
     if again is None:
@@ -272,29 +271,3 @@ async def retry_request(
         record.tokens_after,
     )
     return replace(request, body=again.body)
-
-
-async def replan(
-    request: Pending, counter: TokenCounter, hints: BudgetHints, services: Services | None
-) -> Plan | None:
-    """`request` curated again to `hints` (an overflow rescue, `proxy.curation.rescue`);
-    None when that cannot help: the policy rejects or fails, or nothing more was cut."""
-    before = request.record.tokens_after
-    again = replace(request, hints=hints)
-    started = perf_counter()
-    try:
-        policy, wire = again.choice.policy, again.wire
-        if policy.is_async:
-            result = await policy.acurate(
-                wire.messages, wire.facts, counter, services=services, hints=hints
-            )
-        else:
-            result = policy.curate(wire.messages, wire.facts, counter, hints=hints)
-        body = rebuilt_body(again, result)
-    except Exception:  # ContextOverflow (on_overflow: reject) included: the error stands
-        log.debug("rescue: curating again failed", exc_info=True)
-        return None
-    if not result.messages or (before is not None and result.tokens_after >= before):
-        return None
-    summary = services.stats if services is not None else None
-    return curated_plan(again, result, body, started, summary)

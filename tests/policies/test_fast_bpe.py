@@ -15,6 +15,7 @@ from policies import fast_bpe
 from policies.encoders import Encoder, counter_of, load_tiktoken
 from policies.fast_bpe import (
     HOLD_CHARS,
+    LONGEST_CHARS,
     PROBE,
     PROBE_DIGESTS,
     TOKENIZER_ENV,
@@ -192,15 +193,29 @@ def test_a_long_text_reaches_rs_bpe_in_pieces(
     assert sum(calls.sizes) == 2 * len(text)
 
 
-def test_one_long_line_goes_in_one_call(
-    pairs: dict[str, tuple[Encoder, FastBpeEncoder]], recorded: dict[str, Recording]
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x=1; " * LONGEST_CHARS,  # blanks: cut before one
+        "ab" * (5 * LONGEST_CHARS // 2),  # no blank either: cut at LONGEST_CHARS
+        "word " * LONGEST_CHARS,
+    ],
+)
+def test_a_long_line_is_cut_anyway_and_counted_high(
+    pairs: dict[str, tuple[Encoder, FastBpeEncoder]], recorded: dict[str, Recording], text: str
 ) -> None:
-    text = "x=1; " * (HOLD_CHARS // 2)  # no split point: no cut is known to be exact
+    # No split point: one call on a 25 MB line held the GIL for 2-3 s (issue U item 4).
     fast = load_fast("o200k_base")
     assert fast is not None
-    recorded["o200k_base"].sizes.clear()
-    assert fast.count(text) == len(pairs["o200k_base"][0].encode_ordinary(text))
-    assert recorded["o200k_base"].sizes == [len(text)]
+    sizes = recorded["o200k_base"].sizes
+    sizes.clear()
+    exact = len(pairs["o200k_base"][0].encode_ordinary(text))
+    counted = fast.count(text)
+    assert len(sizes) >= 2
+    assert max(sizes) <= LONGEST_CHARS
+    cuts = len(sizes) - 1
+    assert exact <= counted <= exact + 2 * cuts
+    assert fast.decode_bytes(fast.encode_ordinary(text)) == text.encode()
 
 
 @settings(max_examples=300)
@@ -210,7 +225,23 @@ def test_pieces_give_tiktokens_ids_and_counts(
     pairs: dict[str, tuple[Encoder, FastBpeEncoder]], text: str
 ) -> None:
     for name, (reference, fast) in pairs.items():
-        tiny = FastBpeEncoder(name, fast.tokenizer, SPLITS[name], hold_chars=3)
+        tiny = FastBpeEncoder(name, fast.tokenizer, SPLITS[name], hold_chars=3, longest_chars=10**6)
         ids = reference.encode_ordinary(text)
         assert tiny.encode_ordinary(text) == ids
         assert tiny.count(text) == len(ids)
+
+
+@settings(max_examples=300)
+@given(text=TEXTS)
+@example(text="aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+@example(text="the quick brown fox jumps over the lazy dog " * 4)
+def test_forced_cuts_never_count_low_and_decode_exactly(
+    pairs: dict[str, tuple[Encoder, FastBpeEncoder]], text: str
+) -> None:
+    for name, (reference, fast) in pairs.items():
+        forced = FastBpeEncoder(name, fast.tokenizer, SPLITS[name], hold_chars=3, longest_chars=7)
+        exact = len(reference.encode_ordinary(text))
+        assert forced.count(text) >= exact
+        assert forced.decode_bytes(forced.encode_ordinary(text)) == fast.decode_bytes(
+            reference.encode_ordinary(text)
+        )
