@@ -74,11 +74,6 @@ def setup(tmp_path: Path) -> Iterator[tuple[FakeAnthropic, str, Path, Path]]:
             proxy.wait(10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Claude Code 2.1.x sends role 'system' messages inside `messages`: the proxy "
-    "skips them (bad_messages) and the strict fake refuses them; see docs/claude-code.md",
-)
 def test_claude_code_runs_a_tool_task_through_the_proxy(
     setup: tuple[FakeAnthropic, str, Path, Path], tmp_path: Path
 ) -> None:

@@ -2,7 +2,8 @@
 `policies/` and `proxy/`: a request this accepts is one Anthropic would accept.
 
 Consecutive messages of one role are merged into one turn first, as the API does. Then:
-- `max_tokens` and a non-empty `messages` are required; roles are `user` and `assistant`;
+- `max_tokens` and a non-empty `messages` are required; roles are `user` and `assistant`
+  (and `system`, between turns, as Claude Code sends it);
 - each block type is one its role may send; a text block is never empty;
 - every `tool_use` of an assistant turn is answered by a `tool_result` in the next turn (a
   user turn), whose `tool_result` blocks come first; a `tool_result` answers a `tool_use`
@@ -93,10 +94,13 @@ def check(body: object) -> None:
 def merged_turns(messages: Sequence[Any]) -> list[tuple[str, list[dict[str, Any]]]]:
     turns: list[tuple[str, list[dict[str, Any]]]] = []
     for i, msg in enumerate(messages):
+        if isinstance(msg, dict) and msg.get("role") == "system":
+            _blocks(i, msg.get("content"))  # Claude Code's own context between turns
+            continue
         if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
             role = msg.get("role") if isinstance(msg, dict) else None
             raise Rejected(
-                f"messages.{i}.role: Input should be 'user' or 'assistant', got {role!r}"
+                f"messages.{i}.role: Input should be 'user', 'assistant' or 'system', got {role!r}"
             )
         blocks = _blocks(i, msg.get("content"))
         if turns and turns[-1][0] == msg["role"]:

@@ -8,6 +8,7 @@ the listing showed; after two, it answers with what the file said. Requests with
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from tests.fakes.anthropic_upstream import Reply, ToolUse
 
 FINAL = "The note says: "
+_NUMBER = re.compile(r"^\s*\d+[\t\u2192]")
 
 
 def tool_results(body: dict[str, Any]) -> list[str]:
@@ -43,13 +45,18 @@ def ls_then_read(workdir: Path, name: str) -> Callable[[dict[str, Any]], Reply]:
         if not {"Bash", "Read"} <= names:
             return Reply(text="Files")
         results = tool_results(body)
+        # With thinking on (Claude Code's adaptive thinking), every turn starts with a signed
+        # thinking block, which Claude Code sends back and the fake checks.
+        think = "Planning the next step." if body.get("thinking") else None
         if not results:
             command = {"command": "ls", "description": "List the files"}
-            return Reply(text="Listing the files.", tool_uses=(ToolUse("Bash", command),))
+            uses = (ToolUse("Bash", command),)
+            return Reply(text="Listing the files.", tool_uses=uses, thinking=think)
         if len(results) == 1:
-            path = str(workdir / name)
-            return Reply(text="Reading it.", tool_uses=(ToolUse("Read", {"file_path": path}),))
-        lines = [ln for ln in results[-1].splitlines() if ln.strip()]
-        return Reply(text=FINAL + (lines[0] if lines else "(empty)"))
+            uses = (ToolUse("Read", {"file_path": str(workdir / name)}),)
+            return Reply(text="Reading it.", tool_uses=uses, thinking=think)
+        # Claude Code's Read numbers the lines it shows ("1\t..." or "     1→...").
+        lines = [_NUMBER.sub("", ln) for ln in results[-1].splitlines() if ln.strip()]
+        return Reply(text=FINAL + (lines[0] if lines else "(empty)"), thinking=think)
 
     return reply

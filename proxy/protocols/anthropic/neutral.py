@@ -35,7 +35,8 @@ import orjson
 INDEX = "_anthropic_message"
 SLOT = "_anthropic_block"
 SYSTEM = -1
-ROLES = ("user", "assistant")
+ROLES = ("user", "assistant", "system")
+"""`system` inside `messages`: Claude Code (2.1) sends its agent list that way."""
 SKIPS = frozenset({"bad_messages", "result_not_first", "orphan_tool_result", "unanswered_tool_use"})
 
 
@@ -60,6 +61,13 @@ def to_neutral(messages: Sequence[object], system: object = None) -> Mapped | st
     for i, msg in enumerate(messages):
         if type(msg) is not dict or msg.get("role") not in ROLES or "content" not in msg:
             return "bad_messages"
+        if msg["role"] == "system":  # Claude Code's own context, between turns: pinned
+            if not out or out[-1].get(INDEX) == SYSTEM:
+                return "bad_messages"  # only between turns, never first
+            if pending:
+                return "unanswered_tool_use"
+            out.append({"role": "system", "content": _system(msg["content"], images), INDEX: i})
+            continue
         problem = _add(out, i, msg, pending, images)
         if problem is not None:
             return problem
@@ -67,6 +75,10 @@ def to_neutral(messages: Sequence[object], system: object = None) -> Mapped | st
         return "unanswered_tool_use"
     checked: Sequence[Mapping[str, Any]] = messages  # type: ignore[assignment]
     return Mapped(checked, out, images)
+
+
+def _system(content: object, images: dict[int, Mapping[str, Any]]) -> Any:
+    return content if isinstance(content, str) else _parts(content, images)
 
 
 def _add(

@@ -19,6 +19,28 @@ def text(t: str, **extra: Any) -> dict[str, Any]:
     return {"type": "text", "text": t, **extra}
 
 
+def test_a_system_message_between_turns_is_pinned_and_sent_as_it_came() -> None:
+    """Claude Code 2.1 sends its agent list as a `system` message inside `messages`."""
+    agents = {"role": "system", "content": "Available agent types: ..."}
+    body = {
+        "model": "claude-x",
+        "max_tokens": 5,
+        "messages": [
+            {"role": "user", "content": "task " * 400},
+            agents,
+            {"role": "assistant", "content": "ok " * 400},
+            {"role": "user", "content": "go"},
+        ],
+    }
+    wire = ANTHROPIC.parse(orjson.dumps(body), Limits())
+    assert wire.skip is None
+    assert [m["role"] for m in wire.messages] == ["user", "system", "assistant", "user"]
+    dropped = [m for m in wire.messages if m["role"] != "assistant"]
+    sent = orjson.loads(ANTHROPIC.rebuild(wire, dropped))
+    assert sent["messages"][1] == agents
+    assert [m["role"] for m in sent["messages"]] == ["user", "system", "user"]
+
+
 @pytest.mark.parametrize(
     ("messages", "reason"),
     [
