@@ -66,9 +66,7 @@ def agent_run(calls: int) -> list[dict[str, Any]]:
     return messages
 
 
-def test_the_chat_presets_cap_keeps_the_task_of_an_agent_run(
-    proxy: str, skewed: SkewedUpstream
-) -> None:
+def test_the_chat_preset_keeps_the_task_of_an_agent_run(proxy: str, skewed: SkewedUpstream) -> None:
     client = OpenAI(base_url=proxy + "/v1", api_key="sk-e2e", max_retries=0)
     raw = client.chat.completions.with_raw_response.create(
         model=MODEL,
@@ -76,8 +74,8 @@ def test_the_chat_presets_cap_keeps_the_task_of_an_agent_run(
         max_tokens=512,
     )
     assert raw.http_response.status_code == 200
-    assert "role_truncation=" in raw.headers["x-curator-actions"]  # the cap did cut
+    assert raw.headers["x-curator-actions"]  # the window forced cuts
     sent = skewed.received[-1]["messages"]
-    assert len(sent) <= 100
+    assert len(sent) < len(agent_run(CALLS))
     assert sent[:2] == agent_run(0)
     assert [m["role"] for m in sent].count("user") == 1

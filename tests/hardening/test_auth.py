@@ -57,7 +57,7 @@ def _bearer(key: str) -> dict[str, str]:
         {"authorization": PROXY_KEY},  # no scheme
         {"authorization": f"Basic {PROXY_KEY}"},
         {"authorization": "Bearer"},
-        {"x-api-key": PROXY_KEY},
+        {"x-api-key": "ck-wrong"},  # x-api-key is read too (Anthropic clients): a wrong one
     ],
     ids=["none", "wrong", "prefix", "longer", "no-scheme", "basic", "empty", "other-header"],
 )

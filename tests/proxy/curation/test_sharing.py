@@ -39,8 +39,10 @@ TOOLS = [
 
 
 def chat_body(tools: list[Any], content: str = "hi", key: str = "tools") -> bytes:
-    """A chat request whose tool result is long enough for the test policy to cut."""
-    messages = [f.user(content), f.assistant_calls("c1"), f.tool_result("c1", "x" * 4000)]
+    """A chat request whose tool result is long enough for the test policy to cut (and not in
+    the newest turn, which is never cut)."""
+    result = f.tool_result("c1", "x" * 4000)
+    messages = [f.user(content), f.assistant_calls("c1"), result, f.assistant("Read it.")]
     return orjson.dumps({"model": "gpt-4o", key: tools, "messages": messages})
 
 

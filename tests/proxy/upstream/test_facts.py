@@ -66,8 +66,7 @@ def test_a_stated_window_beats_the_model_lists() -> None:
 
     async def discover() -> None:
         transport = httpx.MockTransport(lambda _req: httpx.Response(200, content=listing))
-        async with httpx.AsyncClient(transport=transport) as client:
-            await facts.windows.discover(HttpxClient(client), [UpstreamConfig("u", "http://u")])
+        await facts.windows.discover(HttpxClient(transport), [UpstreamConfig("u", "http://u")])
 
     asyncio.run(discover())
     assert facts.hints("u", "m").window == 65536

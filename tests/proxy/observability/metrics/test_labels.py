@@ -27,15 +27,8 @@ from proxy.protocols.responses.protocol import RESPONSES
 from proxy.serving.conn_limits import request_header_too_large, request_timeout
 from proxy.serving.conn_limits import too_many_connections as too_many
 
-CODING = (
-    "system_preservation",
-    "tool_result_truncation",
-    "tool_use_clearing",
-    "dedupe",
-    "token_budget",
-    "tool_pair_coherence",
-)
-CHAT = ("system_preservation", "history_retention", "role_truncation", "token_budget")
+CODING = ("system_preservation", "turn_masking", "token_budget", "tool_pair_coherence")
+CHAT = ("system_preservation", "history_retention", "turn_masking", "token_budget")
 
 
 def config(policies: dict[str, str], routes: tuple[tuple[str, str], ...]) -> Config:
@@ -69,7 +62,7 @@ def test_labels_for_reads_route_and_policy_names(labels: Labels) -> None:
 
 def test_curators_are_every_policys_curators_once(labels: Labels) -> None:
     assert labels.curators == frozenset(CODING) | frozenset(CHAT)
-    assert len(labels.curators) == 8  # shared names counted once; passthrough has none
+    assert len(labels.curators) == 5  # shared names counted once; passthrough has none
 
 
 def test_a_policy_no_route_uses_still_names_a_label() -> None:
@@ -130,8 +123,9 @@ def test_policy(labels: Labels, value: str | None, expected: str) -> None:
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        ("dedupe", "dedupe"),
-        ("role_truncation", "role_truncation"),
+        ("turn_masking", "turn_masking"),
+        ("history_retention", "history_retention"),
+        ("dedupe", OTHER),  # no configured policy runs it
         ("my_plugin.curator", OTHER),
         ("", OTHER),
     ],
