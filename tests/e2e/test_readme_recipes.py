@@ -113,6 +113,22 @@ def test_the_audit_list_proof_shows_the_recipes_request(
     assert "gpt-4o-mini" in listed, listed
 
 
+def test_the_agents_sdk_recipe_goes_through_the_proxy(
+    folder: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("agents")
+    monkeypatch.setenv("OPENAI_AGENTS_DISABLE_TRACING", "1")  # no trace upload, offline
+    with ServerThread(FakeOpenAI(windows={"gpt-4o-mini": 128_000}).app) as fake:
+        config = goal_config("Save money on agents")
+        config["upstreams"]["openai"]["base_url"] = f"{fake.origin}/v1"
+        with serve(config, folder) as proxy:
+            out = run(recipe("OpenAI Agents SDK", "python"), proxy.origin, capsys)
+    assert out.strip()
+    listed = audit_list(folder, capsys)
+    row = listed.splitlines()[1].split()
+    assert row[2:6] == ["responses", "all", "agents", "gpt-4o-mini"], listed
+
+
 def test_the_curl_recipe_prints_the_curator_headers(openai_proxy: str) -> None:
     """What the curl command sends, sent with httpx; the headers its grep keeps."""
     words = shlex.split(recipe("curl", "sh").replace("\\\n", " ").split("|", 1)[0])
