@@ -20,6 +20,9 @@ _CODELIKE = re.compile(r"[/.]|[A-Za-z0-9]_[A-Za-z0-9]|[a-z0-9][A-Z]")
 MIN_NAME = 4
 MAX_LINE = 400
 """Longer lines (minified code, base64) are never kept."""
+NAMES_SCAN = 20_000
+"""Names are looked for in a masked text's first 20,000 characters: a huge dump's later
+names cost time on first sight and rarely fit the marker's limit anyway."""
 
 
 def names(text: str) -> set[str]:
@@ -65,7 +68,7 @@ def kept_lines(text: str, wanted: frozenset[str], limit: int) -> str:
 def names_in(text: str, *, exclude: str = "", limit: int) -> str:
     """The first `limit` distinct code-like names of `text` not already in `exclude`, joined."""
     found: dict[str, None] = {}
-    for match in _WORD.finditer(text):
+    for match in _WORD.finditer(text, 0, NAMES_SCAN):
         word = match.group().strip("./-")
         fresh = word not in found and word not in exclude
         if fresh and len(word) >= MIN_NAME and _CODELIKE.search(word):

@@ -36,7 +36,7 @@ before the prompt would fall below that share of the budget.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import ClassVar
@@ -149,32 +149,31 @@ class TurnMasking:
             left -= gain
             chosen.update((id(s.unit), s) for s in chunk)
 
-    def _chunks(self, steps: Sequence[_Step]) -> list[list[_Step]]:
+    def _chunks(self, steps: Iterable[_Step]) -> Iterator[list[_Step]]:
         """The whole chunks of `steps`, from the start: each ends at the first step where its
-        savings reach `step_tokens` (a later step never moves an earlier chunk's end)."""
-        chunks: list[list[_Step]] = []
+        savings reach `step_tokens` (a later step never moves an earlier chunk's end).
+        Lazy: a caller that stops early never plans the later steps."""
         chunk: list[_Step] = []
         for step in steps:
             chunk.append(step)
             if _saved(chunk) >= self.step_tokens:
-                chunks.append(chunk)
+                yield chunk
                 chunk = []
-        return chunks
 
     def _maskable(
         self, messages: Sequence[Message], masker: Masker, ctx: CurationContext
-    ) -> list[_Step]:
-        """Agent steps older than the newest `keep_turns`, oldest first, with their savings."""
+    ) -> Iterator[_Step]:
+        """Agent steps older than the newest `keep_turns`, oldest first, with their savings
+        (planned as they are asked for)."""
         found = units(messages)
         agent = [k for k, u in enumerate(found) if role(messages[u.start]) == "assistant"]
         keep = self._kept(messages, [found[k].start for k in agent], ctx)
         if len(agent) <= keep:
-            return []
+            return
         pinned = ctx.pinned(messages)
         last = len(found) - 1
         heads = [messages[found[k].start] for k in agent]
         keys = ctx.keys(heads)
-        steps: list[_Step] = []
         for n, k in enumerate(agent[:-keep]):
             unit = found[k]
             if k == last or not pinned.isdisjoint(unit.indexes()):
@@ -182,8 +181,7 @@ class TurnMasking:
             later = range(n + 1, min(n + 1 + self.keep_turns, len(heads)))
             tag = b"".join(keys[j] or b"?" for j in later)
             refs = _Refs(partial(self._wanted, heads, later, ctx), tag)
-            steps.append(self._plan(messages, unit, masker, refs, ctx))
-        return steps
+            yield self._plan(messages, unit, masker, refs, ctx)
 
     def _kept(
         self, messages: Sequence[Message], starts: Sequence[int], ctx: CurationContext
