@@ -20,8 +20,8 @@ _CODELIKE = re.compile(r"[/.]|[A-Za-z0-9]_[A-Za-z0-9]|[a-z0-9][A-Z]")
 MIN_NAME = 4
 MAX_LINE = 400
 """Longer lines (minified code, base64) are never kept."""
-NAMES_SCAN = 20_000
-"""Names are looked for in a masked text's first 20,000 characters: a huge dump's later
+NAMES_SCAN = 6_000
+"""Names are looked for in a masked text's first 6,000 characters: a huge dump's later
 names cost time on first sight and rarely fit the marker's limit anyway."""
 
 
