@@ -107,11 +107,11 @@ class TurnMasking:
         # Masking stops at `min_fill` of the budget, or at the trigger when that is lower:
         # a window up to the trigger's size is filled, a larger one is masked for cost.
         floor = fill.floor(messages, ctx, self.min_fill, cap=self.trigger_tokens)
-        chosen: dict[int, _Step] = {}
+        chosen: dict[int, _Step] = {}  # by the unit's first message
         for chunk in self._chunks(steps):
             if not floor.allows(_saved(chunk)):
                 break
-            chosen.update((id(s.unit), s) for s in chunk)
+            chosen.update((s.unit.start, s) for s in chunk)
         left = total - _saved(chosen.values())
         if left > ctx.budget:  # still over: mask the oldest steps deeper rather than drop them
             self._deepen(messages, chosen, left, ctx)
@@ -141,13 +141,13 @@ class TurnMasking:
             if left <= ctx.budget:
                 return
             gain = sum(
-                s.saved - chosen[id(s.unit)].saved if id(s.unit) in chosen else s.saved
+                s.saved - chosen[s.unit.start].saved if s.unit.start in chosen else s.saved
                 for s in chunk
             )
             if left - gain < lowest:
                 return
             left -= gain
-            chosen.update((id(s.unit), s) for s in chunk)
+            chosen.update((s.unit.start, s) for s in chunk)
 
     def _chunks(self, steps: Iterable[_Step]) -> Iterator[list[_Step]]:
         """The whole chunks of `steps`, from the start: each ends at the first step where its

@@ -213,3 +213,17 @@ def test_valid_idempotent_and_the_newest_turn_whole(n: int, keep: int, step_toke
     assert out[-2:] == messages[-2:]
     assert out[:2] == messages[:2]
     assert curator.curate(out, ctx()).messages == out
+
+
+def test_over_the_budget_old_steps_are_masked_deeper_and_counted_once() -> None:
+    thought = long_text(120, "why")  # under min_chars: the usual pass keeps it
+    messages = session(12, thought=thought)
+    budget = tokens(messages) // 3
+    curator = TurnMasking(keep_turns=2, trigger_tokens=0, step_tokens=500, min_chars=2000)
+    out = curator.curate(messages, ctx(budget=budget))
+    (action,) = out.actions
+    assert action.tokens_removed == tokens(messages) - tokens(out.messages)
+    assert len(set(action.indexes)) == len(action.indexes)
+    # The deep pass masked the short thoughts of the oldest steps too.
+    assert MARK in out.messages[2]["content"]
+    assert tokens(out.messages) <= budget
