@@ -4,11 +4,13 @@ shape limits of the `server:` section (nesting depth, how many messages or items
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
+from proxy.config.limits import Limits
 from proxy.errors import ProxyError
+from proxy.protocols.base import WireRequest
 
 ORJSON_MAX_LOAD_DEPTH = 1024
 BRACKET_COUNT_MAX_BYTES = 16 * 1024
@@ -181,3 +183,30 @@ def _beyond_decoder_depth(raw: bytes) -> bool:
     except orjson.JSONDecodeError as exc:
         return "depth" in exc.msg
     return False
+
+
+class Opened(NamedTuple):
+    """A request body that is a JSON object: the object, its history, and its model."""
+
+    body: dict[str, Any]
+    history: object
+    """What the body holds under its history's key, unchecked but for count and depth."""
+    model: str | None
+
+
+def open_body(raw: bytes, limits: Limits, key: str, noun: str) -> Opened | WireRequest:
+    """Every protocol's first step: `raw` decoded, its history under `key` counted (as
+    `noun`) and its depth checked, both within `limits` (a `ProxyError` past them); or the
+    `WireRequest` of a body that is no JSON object (`invalid_json`, `not_an_object`)."""
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        check_depth(raw, None, limits.max_json_depth)
+        return WireRequest(raw, None, None, "invalid_json", (), {})
+    if not isinstance(parsed, dict):
+        return WireRequest(raw, None, None, "not_an_object", (), {})
+    history = parsed.get(key)
+    check_count(history, limits.max_messages, noun=noun, param=key)
+    check_depth(raw, parsed, limits.max_json_depth)
+    model = parsed.get("model")
+    return Opened(parsed, history, model if isinstance(model, str) else None)

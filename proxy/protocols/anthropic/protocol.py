@@ -27,7 +27,7 @@ from proxy.protocols.anthropic.neutral import INDEX, SKIPS, SLOT, Mapped, to_neu
 from proxy.protocols.anthropic.rebuild import rebuild
 from proxy.protocols.base import Assembled, Usage, WireRequest
 from proxy.protocols.vendor import Vendor
-from proxy.protocols.wire import check_count, check_depth, count_of, last_object
+from proxy.protocols.wire import count_of, last_object, open_body
 
 MAX_USAGES = 4
 """Usage objects read back from a response's tail (a stream has two; a message one)."""
@@ -45,18 +45,10 @@ class AnthropicMessages:
     skip_reasons = frozenset({"invalid_json", "not_an_object", "no_messages", *SKIPS})
 
     def parse(self, raw: bytes, limits: Limits) -> WireRequest:
-        try:
-            parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            check_depth(raw, None, limits.max_json_depth)
-            return WireRequest(raw, None, None, "invalid_json", (), {})
-        if not isinstance(parsed, dict):
-            return WireRequest(raw, None, None, "not_an_object", (), {})
-        messages = parsed.get("messages")
-        check_count(messages, limits.max_messages, noun="messages", param="messages")
-        check_depth(raw, parsed, limits.max_json_depth)
-        model = parsed.get("model")
-        model = model if isinstance(model, str) else None
+        opened = open_body(raw, limits, "messages", "messages")
+        if isinstance(opened, WireRequest):
+            return opened
+        parsed, messages, model = opened
         facts = budget_body(parsed)
         if not isinstance(messages, list) or not messages:
             return WireRequest(raw, parsed, model, "no_messages", (), facts)

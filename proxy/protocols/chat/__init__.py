@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import orjson
-
 from policies.messages import Message
 from proxy.config.limits import Limits
 from proxy.protocols.base import Assembled, Usage, WireRequest
 from proxy.protocols.chat.assembly import assemble
 from proxy.protocols.splice import spliced
 from proxy.protocols.vendor import Vendor
-from proxy.protocols.wire import cache_writes, check_count, check_depth, count_of, last_object
+from proxy.protocols.wire import cache_writes, count_of, last_object, open_body
 
 
 class ChatCompletions:
@@ -31,18 +29,10 @@ class ChatCompletions:
     skip_reasons = frozenset({"invalid_json", "not_an_object", "no_messages", "bad_messages"})
 
     def parse(self, raw: bytes, limits: Limits) -> WireRequest:
-        try:
-            parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            check_depth(raw, None, limits.max_json_depth)
-            return WireRequest(raw, None, None, "invalid_json", (), {})
-        if not isinstance(parsed, dict):
-            return WireRequest(raw, None, None, "not_an_object", (), {})
-        messages = parsed.get("messages")
-        check_count(messages, limits.max_messages, noun="messages", param="messages")
-        check_depth(raw, parsed, limits.max_json_depth)
-        model = parsed.get("model")
-        model = model if isinstance(model, str) else None
+        opened = open_body(raw, limits, "messages", "messages")
+        if isinstance(opened, WireRequest):
+            return opened
+        parsed, messages, model = opened
         if not isinstance(messages, list) or not messages:
             return WireRequest(raw, parsed, model, "no_messages", (), parsed)
         skip = None

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import orjson
-
 from policies.messages import Message
 from proxy.config.limits import Limits
 from proxy.protocols.base import Assembled, Usage, WireRequest
@@ -22,7 +20,7 @@ from proxy.protocols.responses.items import GROUP, ITEM_SKIPS, Mapped, to_neutra
 from proxy.protocols.responses.rebuild import rebuild
 from proxy.protocols.splice import spliced
 from proxy.protocols.vendor import Vendor
-from proxy.protocols.wire import cache_writes, check_count, check_depth, count_of, last_object
+from proxy.protocols.wire import cache_writes, count_of, last_object, open_body
 
 SERVER_STATE = "server_state"
 """Skip reason: the conversation lives upstream (`previous_response_id`, `conversation`)."""
@@ -44,18 +42,10 @@ class ResponsesAPI:
     )
 
     def parse(self, raw: bytes, limits: Limits) -> WireRequest:
-        try:
-            parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            check_depth(raw, None, limits.max_json_depth)
-            return WireRequest(raw, None, None, "invalid_json", (), {})
-        if not isinstance(parsed, dict):
-            return WireRequest(raw, None, None, "not_an_object", (), {})
-        items = parsed.get("input")
-        check_count(items, limits.max_messages, noun="items", param="input")
-        check_depth(raw, parsed, limits.max_json_depth)
-        model = parsed.get("model")
-        model = model if isinstance(model, str) else None
+        opened = open_body(raw, limits, "input", "items")
+        if isinstance(opened, WireRequest):
+            return opened
+        parsed, items, model = opened
         facts = budget_body(parsed)
         skip = _skip(parsed, items)
         if skip is not None or not isinstance(items, list):
