@@ -6,6 +6,7 @@ prompt into one token sequence (tools, then every message's role and content, as
 encodes them), finds the longest prefix it shares with any earlier prompt, and reports
 `usage.prompt_tokens_details.cached_tokens` from it: a token-level model, not the
 block-level one the proxy uses, so figures compared between the two are not circular.
+Prompts under distinct `prompt_cache_key`s share nothing (OpenAI routes them apart).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class PromptCache:
     def __init__(self, min_tokens: int = MIN_TOKENS, increment: int = INCREMENT) -> None:
         self.min_tokens = min_tokens
         self.increment = increment
-        self._seen: list[list[int]] = []
+        self._seen: dict[str, list[list[int]]] = {}
         self._lock = threading.Lock()
 
     def reset(self) -> None:
@@ -38,10 +39,12 @@ class PromptCache:
     def cached(self, body: dict[str, Any], enc: tiktoken.Encoding, prompt_tokens: int) -> int:
         """Cached tokens for this request (at most its prompt tokens); remembers it."""
         tokens = render(body.get("tools"), body["messages"], enc)
+        key = body.get("prompt_cache_key")
         with self._lock:
-            shared = max((_common(tokens, seen) for seen in self._seen), default=0)
-            self._seen.append(tokens)
-            del self._seen[:-MAX_PROMPTS]
+            seen = self._seen.setdefault(key if isinstance(key, str) else "", [])
+            shared = max((_common(tokens, earlier) for earlier in seen), default=0)
+            seen.append(tokens)
+            del seen[:-MAX_PROMPTS]
         if shared < self.min_tokens:
             return 0
         steps = (shared - self.min_tokens) // self.increment

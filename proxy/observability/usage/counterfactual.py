@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from policies.breakpoint_cache import Edges
 from policies.digests import ByIdentity
 from policies.prefix_cache import PrefixCache, Prompt
 from proxy.priority import BOOKKEEPING_STEPS, let_the_loop_in, lower_thread_priority
@@ -41,22 +42,11 @@ the 16-byte block digest it keeps alive)."""
 
 @dataclass(slots=True)
 class _Trie:
-    """Every block path this conversation's prompts took: (parent, block key) -> node."""
+    """Every block path this conversation's prompts took: (parent, block key) -> node, and
+    the nodes a client's breakpoint wrote (`policies.breakpoint_cache`)."""
 
-    edges: dict[tuple[int, bytes], int] = field(default_factory=dict)
-
-    def add(self, prompt: Prompt) -> int:
-        """Insert `prompt`; the tokens of its longest prefix seen before."""
-        node, shared, matching = 0, 0, True
-        for block in prompt.blocks:
-            child = self.edges.get((node, block.key)) if matching else None
-            if child is None:
-                matching = False
-                child = self.edges[(node, block.key)] = len(self.edges) + 1
-            else:
-                shared += block.tokens
-            node = child
-        return shared
+    edges: Edges = field(default_factory=dict)
+    written: set[int] = field(default_factory=set)
 
 
 class Counterfactuals:
@@ -76,9 +66,9 @@ class Counterfactuals:
         self.max_conversations = max_conversations
         self.max_nodes = max_nodes
         self.max_bytes = max_bytes
-        self._conversations: OrderedDict[tuple[str, str], _Trie] = OrderedDict()
-        """One prefix cache per (conversation, model): providers cache per model, so a
-        switch of model within a conversation starts from nothing."""
+        self._conversations: OrderedDict[tuple[str, str, str], _Trie] = OrderedDict()
+        """One prefix cache per (conversation, model, prompt_cache_key): providers cache
+        per model, so a switch of model within a conversation starts from nothing."""
         self._nodes = 0
         """The prefix nodes of every conversation kept."""
         self._lock = threading.Lock()
@@ -105,22 +95,27 @@ class Counterfactuals:
         """What the conversations kept hold, by `NODE_BYTES` a node."""
         return self._nodes * NODE_BYTES
 
-    def cached_tokens(self, conversation: str, model: str, prompt: Prompt) -> int:
+    def cached_tokens(
+        self, conversation: str, model: str, prompt: Prompt, partition: str = ""
+    ) -> int:
         """The tokens of `prompt` a prefix cache would bill as cached, given the prompts
-        this conversation sent `model` before; `prompt` is remembered for the next ones."""
+        this conversation sent `model` before under the same `partition` (the client's
+        `prompt_cache_key`: distinct keys share no cache); `prompt` is remembered for the
+        next ones."""
         with self._lock:
             kept = self._conversations
-            trie = kept.pop((conversation, model), None)
+            where = (conversation, model, partition)
+            trie = kept.pop(where, None)
             if trie is not None:
                 self._nodes -= len(trie.edges)
             if trie is None or len(trie.edges) + len(prompt.blocks) > self.max_nodes:
                 trie = _Trie()
-            shared = trie.add(prompt)
+            cached = self.cache.cached(trie.edges, trie.written, prompt)
             self._nodes += len(trie.edges)
-            kept[(conversation, model)] = trie  # the most recently used, last
+            kept[where] = trie  # the most recently used, last
             while kept and (len(kept) > self.max_conversations or self.bytes > self.max_bytes):
                 self._nodes -= len(kept.popitem(last=False)[1].edges)
-            return self.cache.cacheable(shared)
+            return cached
 
 
 def _STOP() -> None:
