@@ -20,17 +20,28 @@ implements the same rules on Anthropic's own blocks; tests compare the two.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from policies.messages import Message
-
-if TYPE_CHECKING:
-    from policies.prefix_cache import Prompt
 
 LOOKBACK_BLOCKS = 20
 
 Edges = dict[tuple[int, bytes], int]
 """A trie of every block path seen so far: (parent node, block key) -> node (root: 0)."""
+
+
+class Block(Protocol):
+    """A prompt block as matching reads it (`policies.prefix_cache.Block`)."""
+
+    @property
+    def key(self) -> bytes: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def mark(self) -> bool: ...
+    @property
+    def width(self) -> int: ...
 
 
 def provider_blocks(msg: Message) -> int:
@@ -44,12 +55,12 @@ def provider_blocks(msg: Message) -> int:
     return max(1, parts + (len(calls) if type(calls) is list else 0))
 
 
-def path(edges: Edges, prompt: Prompt) -> tuple[list[int], int]:
-    """`prompt`'s node for each block, inserted into `edges`, and the tokens of its longest
-    prefix seen before."""
+def path(edges: Edges, blocks: Sequence[Block]) -> tuple[list[int], int]:
+    """A prompt's node for each of its blocks, inserted into `edges`, and the tokens of
+    its longest prefix seen before."""
     nodes: list[int] = []
     node, shared, matching = 0, 0, True
-    for block in prompt.blocks:
+    for block in blocks:
         child = edges.get((node, block.key)) if matching else None
         if child is None:
             matching = False
@@ -60,17 +71,17 @@ def path(edges: Edges, prompt: Prompt) -> tuple[list[int], int]:
     return nodes, shared
 
 
-def read(edges: Edges, written: set[int], prompt: Prompt, min_tokens: int) -> int:
-    """The tokens `prompt` reads from the prefixes `written` before; what it writes is
-    added to `written` (and its path to `edges`)."""
-    nodes, _ = path(edges, prompt)
+def read(edges: Edges, written: set[int], blocks: Sequence[Block], min_tokens: int) -> int:
+    """The tokens a prompt of these blocks reads from the prefixes `written` before; what
+    it writes is added to `written` (and its path to `edges`)."""
+    nodes, _ = path(edges, blocks)
     upto, ends, tokens, at = [], [], 0, 0
-    for block in prompt.blocks:
+    for block in blocks:
         tokens += block.tokens
         at += block.width
         upto.append(tokens)
         ends.append(at)
-    marks = [i for i, block in enumerate(prompt.blocks) if block.mark]
+    marks = [i for i, block in enumerate(blocks) if block.mark]
     found = -1
     for mark in marks:
         i = mark

@@ -205,5 +205,5 @@ class PrefixCache:
         """`prompt`'s cached tokens after the prompts in `seen` (those of them a client's
         breakpoint wrote in `written`), which it joins."""
         if prompt.explicit:
-            return breakpoint_cache.read(seen, written, prompt, self.min_tokens)
-        return self.cacheable(path(seen, prompt)[1])
+            return breakpoint_cache.read(seen, written, prompt.blocks, self.min_tokens)
+        return self.cacheable(path(seen, prompt.blocks)[1])
