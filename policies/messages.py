@@ -116,6 +116,17 @@ def text_of(msg: Message) -> str:
     return ""
 
 
+def shown_text(msg: Message) -> str:
+    """`text_of` as a reader sees it: text parts on lines of their own. Joined bare, a
+    system prompt sent as blocks ("You are careful." + "Rules.") read as one run-on line."""
+    content = msg.get("content")
+    if isinstance(content, list):
+        return "\n".join(
+            p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        )
+    return text_of(msg)
+
+
 class Unit(NamedTuple):
     """A half-open index range [start, stop) of messages that stand or fall together."""
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from policies.invariants import is_summary
-from policies.messages import text_of
+from policies.messages import shown_text, text_of
 from proxy.observability.audit.alignment import common_prefix, curators, match
 
 _COLUMNS = ("TIME", "ID", "KIND", "ROUTE", "POLICY", "MODEL", "STATUS", "TOKENS", "RESULT")
@@ -98,7 +98,7 @@ def _message_lines(index: int, msg: Any) -> list[str]:
         return [f"  [{index}] {msg!r}"]
     extra = "".join(f" {k}={msg[k]}" for k in ("name", "tool_call_id") if msg.get(k))
     lines = [f"  [{index}] {msg.get('role')}{extra}:"]
-    lines.extend(_indent(text_of(msg), 6))
+    lines.extend(_indent(shown_text(msg), 6))
     content = msg.get("content")
     for part in content if isinstance(content, list) else ():
         if isinstance(part, Mapping) and part.get("type") != "text":
@@ -141,7 +141,7 @@ def render_diff(record: Mapping[str, Any]) -> str:
             lines.append(f"  {role:<16} dropped    {_size(msg)} chars{who}")
             continue
         lines.append(f"  {role:<16} shortened  {_size(msg)} -> {_size(curated[j])} chars{who}")
-        lines.extend(_text_diff(text_of(msg), text_of(curated[j]), i, j))
+        lines.extend(_text_diff(shown_text(msg), shown_text(curated[j]), i, j))
     for j in sorted(set(range(len(curated))) - set(matched.values())):
         kind = "summary" if is_summary(curated[j]) else "message"
         lines.append(f"  {kind} inserted as curated[{j}]: {_size(curated[j])} chars")

@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from policies.messages import Message, role, text_of
+from policies.messages import Message, role, shown_text
 from policies.prefix_cache import SequenceCost
 from proxy.cli.simulate_model import Options, Report, SimulatedRequest
 
 
 def render_text(report: Report, options: Options) -> str:
-    source = "standard input" if options.input == "-" else options.input
+    source = "standard input" if options.input == "-" else options.input or "the audit store"
     lines = [f"curator simulate: {len(report.outcomes)} request(s) from {source}", ""]
     for n, outcome in enumerate(report.outcomes):
         lines += _request_lines(n, outcome, report, options)
@@ -164,7 +164,7 @@ def _readable(messages: Sequence[Message]) -> list[str]:
     for msg in messages:
         ids = "".join(f" {k}={msg[k]}" for k in ("name", "tool_call_id") if msg.get(k))
         lines.append(f"## {role(msg)}{ids}")
-        lines += [f"  {line}" for line in text_of(msg).splitlines()]
+        lines += [f"  {line}" for line in shown_text(msg).splitlines()]
         lines += [f"  [{part.get('type')} part]" for part in _items(msg.get("content"))]
         for call in _items(msg.get("tool_calls")):
             fn = call.get("function")

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from markupsafe import Markup
 
 from policies.invariants import is_summary
-from policies.messages import text_of
+from policies.messages import shown_text, text_of
 from proxy.observability.audit.alignment import common_prefix, match
 
 Change = Literal["same", "changed", "dropped", "inserted"]
@@ -159,7 +159,7 @@ def _message(index: int, side: str, msg: object) -> Markup:
 def _content(msg: object, text: str | None = None) -> Markup:
     if not isinstance(msg, Mapping):
         return Markup('<div class="text">{}</div>').format(repr(msg))
-    body = text_of(msg) if text is None else text
+    body = shown_text(msg) if text is None else text
     parts = msg.get("content")
     others = Markup("").join(
         Markup('<span class="chip">{} part</span>').format(p.get("type"))
@@ -210,8 +210,8 @@ def _shortened(
 ) -> tuple[Markup, Markup]:
     """The original with its cut struck through; the curated with the kept head and tail
     around what the curator put in the cut's place."""
-    old = text_of(before) if isinstance(before, Mapping) else ""
-    new = text_of(after) if isinstance(after, Mapping) else ""
+    old = shown_text(before) if isinstance(before, Mapping) else ""
+    new = shown_text(after) if isinstance(after, Mapping) else ""
     if old == new:  # the text survived; tool calls were repaired away
         badge = Markup('<span class="badge">tool calls changed</span>')
         return (
