@@ -18,6 +18,7 @@ from prometheus_client import Counter
 
 from proxy.observability.metrics.labels import OTHER
 from proxy.observability.metrics.loop import LoopCounter
+from proxy.observability.usage.attribution import SPLIT
 from proxy.observability.usage.counterfactual import SpendThread
 from proxy.observability.usage.spend import Spend
 
@@ -27,7 +28,8 @@ Child = Callable[..., Any]
 
 
 class SpendFamilies:
-    """`curator_upstream_tokens_total` and `curator_cost_usd_total`."""
+    """`curator_upstream_tokens_total`, `curator_cost_usd_total` and
+    `curator_cache_miss_tokens_total`."""
 
     def __init__(
         self, loop_counter: Callable[..., LoopCounter], counter: Callable[..., Counter]
@@ -52,6 +54,15 @@ class SpendFamilies:
             "model",
             "kind",
         )
+        self.misses = counter(
+            "curator_cache_miss_tokens",
+            "Input tokens billed in full that the conversation's previous turn had cached, by "
+            "cause: client (its own prompt changed), curation (ours moved where the client's "
+            "held), expiry (both held; the provider credited less), model_change",
+            "cause",
+        )
+        for cause in SPLIT:  # a closed set: every series from the start
+            self.misses.labels(cause)
         self.thread = SpendThread()
 
     def observe(self, child: Child, route: str, policy: str, spend: Spend) -> None:
@@ -70,9 +81,12 @@ class SpendFamilies:
         uncurated = child(self.cost, route, policy, model, "uncurated")
 
         def count_uncurated() -> None:
-            dollars = spend.counterfactual().uncurated_usd
-            if dollars is not None:
-                uncurated.inc(dollars)
+            found = spend.counterfactual()
+            if found.uncurated_usd is not None:
+                uncurated.inc(found.uncurated_usd)
+            if found.cache is not None:
+                for cause, tokens in found.cache.rebilled.items():
+                    child(self.misses, cause).inc(tokens)
 
         if spend.deferred.ready:  # a passthrough: already known, no thread needed
             count_uncurated()

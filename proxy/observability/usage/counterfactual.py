@@ -18,12 +18,13 @@ import logging
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from policies.digests import ByIdentity
 from policies.prefix_cache import PrefixCache, Prompt
+from proxy.observability.usage.attribution import CacheMiss, Turn, attribute, turn_of
 from proxy.priority import BOOKKEEPING_STEPS, let_the_loop_in, lower_thread_priority
 
 log = logging.getLogger("curator.spend")
@@ -37,6 +38,19 @@ MAX_BYTES = 32 * 2**20
 NODE_BYTES = 170
 """What one prefix node holds (measured with tracemalloc: ~116 bytes for its edge, ~50 for
 the 16-byte block digest it keeps alive)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attributed:
+    """One turn to attribute: its client and upstream prompts (the same object when
+    curation changed nothing), each upstream block's client block index, the cached tokens
+    the upstream reported."""
+
+    client: Prompt
+    upstream: Prompt
+    origins: Sequence[int]
+    reported: int | None
+    tools: bool
 
 
 @dataclass(slots=True)
@@ -59,8 +73,23 @@ class _Trie:
         return shared
 
 
+@dataclass(slots=True)
+class _Slot:
+    """One conversation: a prefix cache per model, and its last turn (`attribution`)."""
+
+    tries: dict[str, _Trie] = field(default_factory=dict)
+    """Providers cache per model: a switch of model starts from nothing."""
+    last: Turn | None = None
+
+    @property
+    def bytes(self) -> int:
+        nodes = sum(len(trie.edges) for trie in self.tries.values())
+        return nodes * NODE_BYTES + (self.last.bytes if self.last is not None else 0)
+
+
 class Counterfactuals:
-    """Per-conversation prefix caches of uncurated prompts, bounded in memory. Thread-safe."""
+    """Per-conversation prefix caches of uncurated prompts, and each conversation's last
+    turn for the cache-miss attribution, bounded in memory. Thread-safe."""
 
     def __init__(
         self,
@@ -76,11 +105,9 @@ class Counterfactuals:
         self.max_conversations = max_conversations
         self.max_nodes = max_nodes
         self.max_bytes = max_bytes
-        self._conversations: OrderedDict[tuple[str, str], _Trie] = OrderedDict()
-        """One prefix cache per (conversation, model): providers cache per model, so a
-        switch of model within a conversation starts from nothing."""
-        self._nodes = 0
-        """The prefix nodes of every conversation kept."""
+        self._conversations: OrderedDict[str, _Slot] = OrderedDict()
+        self._bytes = 0
+        """What every conversation kept holds (`_Slot.bytes`)."""
         self._lock = threading.Lock()
         self._memo: dict[tuple[object, ...], Any] = {}
         """Per-model facts and per-tool-list counts, asked for on every request."""
@@ -102,25 +129,54 @@ class Counterfactuals:
 
     @property
     def bytes(self) -> int:
-        """What the conversations kept hold, by `NODE_BYTES` a node."""
-        return self._nodes * NODE_BYTES
+        """What the conversations kept hold: `NODE_BYTES` a prefix node, `KEY_BYTES` a
+        remembered block key."""
+        return self._bytes
 
     def cached_tokens(self, conversation: str, model: str, prompt: Prompt) -> int:
         """The tokens of `prompt` a prefix cache would bill as cached, given the prompts
         this conversation sent `model` before; `prompt` is remembered for the next ones."""
         with self._lock:
-            kept = self._conversations
-            trie = kept.pop((conversation, model), None)
-            if trie is not None:
-                self._nodes -= len(trie.edges)
-            if trie is None or len(trie.edges) + len(prompt.blocks) > self.max_nodes:
-                trie = _Trie()
-            shared = trie.add(prompt)
-            self._nodes += len(trie.edges)
-            kept[(conversation, model)] = trie  # the most recently used, last
-            while kept and (len(kept) > self.max_conversations or self.bytes > self.max_bytes):
-                self._nodes -= len(kept.popitem(last=False)[1].edges)
+            slot = self._take(conversation)
+            shared = self._add(slot, model, prompt)
+            self._put(conversation, slot)
             return self.cache.cacheable(shared)
+
+    def attribute(self, conversation: str, model: str, turn: Attributed) -> tuple[int, CacheMiss]:
+        """`cached_tokens` of the turn's client prompt, and its cache-miss attribution
+        against the conversation's last turn, which it then becomes."""
+        with self._lock:
+            slot = self._take(conversation)
+            shared = self._add(slot, model, turn.client)
+            now = turn_of(model, turn.client, turn.upstream, turn.tools)
+            found = attribute(
+                slot.last, now, turn.upstream, turn.origins, turn.reported, self.cache
+            )
+            slot.last = now
+            self._put(conversation, slot)
+            return self.cache.cacheable(shared), found
+
+    def _take(self, conversation: str) -> _Slot:
+        slot = self._conversations.pop(conversation, None)
+        if slot is None:
+            return _Slot()
+        self._bytes -= slot.bytes
+        return slot
+
+    def _add(self, slot: _Slot, model: str, prompt: Prompt) -> int:
+        trie = slot.tries.get(model)
+        if trie is None or len(trie.edges) + len(prompt.blocks) > self.max_nodes:
+            trie = slot.tries[model] = _Trie()  # past its bound: starts over, as if expired
+        return trie.add(prompt)
+
+    def _put(self, conversation: str, slot: _Slot) -> None:
+        """Keep `slot` as the most recently used; forget the least recently used past the
+        bounds."""
+        kept = self._conversations
+        kept[conversation] = slot
+        self._bytes += slot.bytes
+        while kept and (len(kept) > self.max_conversations or self._bytes > self.max_bytes):
+            self._bytes -= kept.popitem(last=False)[1].bytes
 
 
 def _STOP() -> None:
