@@ -19,6 +19,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.cli.main import main as curator
 from proxy.config.loader import load_config
 from proxy.observability.audit.readers.sqlite import SqliteReader
 from tests import factories as f
@@ -94,7 +95,7 @@ def fakes() -> Iterator[tuple[FakeOpenAI, FakeOpenAI]]:
 @pytest.fixture(scope="module")
 def run(
     fakes: tuple[FakeOpenAI, FakeOpenAI], tmp_path_factory: pytest.TempPathFactory
-) -> tuple[list[Any], list[Billed], list[Billed], dict[str, float]]:
+) -> tuple[list[Any], list[Billed], list[Billed], dict[str, float], Path]:
     """The conversation through the proxy (its audit records, the fake's ledger) and
     straight to the second fake (its ledger: what the client's own changes re-billed)."""
     proxied, direct = fakes
@@ -123,7 +124,7 @@ def run(
         metrics = scrape_settled(origin, sum(r["cache"]["rebilled_tokens"] for r in records))
     assert proxied.cache is not None
     assert direct.cache is not None
-    return records, proxied.cache.ledger, direct.cache.ledger, metrics
+    return records, proxied.cache.ledger, direct.cache.ledger, metrics, folder
 
 
 def scrape_settled(origin: str, total: int) -> dict[str, float]:
@@ -145,7 +146,7 @@ def scrape_settled(origin: str, total: int) -> dict[str, float]:
 
 
 def test_each_turn_has_the_cause_it_was_scripted_for(run: Any) -> None:
-    records, ledger, _, _ = run
+    records, ledger, *_ = run
     causes = [r["cache"]["cause"] for r in records]
     assert causes == [
         "first_turn", "none", "curation", "client", "expiry", "model_change", "curation",
@@ -156,7 +157,7 @@ def test_each_turn_has_the_cause_it_was_scripted_for(run: Any) -> None:
 
 
 def test_the_diverging_element_is_where_the_fake_saw_the_prompt_part(run: Any) -> None:
-    records, ledger, _, _ = run
+    records, ledger, *_ = run
     for record, billed in zip(records, ledger, strict=True):
         if billed.why != "diverged":
             continue
@@ -175,7 +176,7 @@ def test_the_diverging_element_is_where_the_fake_saw_the_prompt_part(run: Any) -
 
 
 def test_re_billed_tokens_match_what_the_fake_re_billed_per_turn(run: Any) -> None:
-    records, ledger, _, _ = run
+    records, ledger, *_ = run
     for record, billed in zip(records, ledger, strict=True):
         cache = record["cache"]
         assert cache["reported"] == billed.cached
@@ -188,7 +189,7 @@ def test_re_billed_tokens_match_what_the_fake_re_billed_per_turn(run: Any) -> No
 
 
 def test_curations_share_is_what_the_fake_re_billed_less_the_clients_own(run: Any) -> None:
-    records, ledger, direct, _ = run
+    records, ledger, direct, *_ = run
     for record, proxied, alone in zip(records, ledger, direct, strict=True):
         if proxied.why != "diverged":
             continue
@@ -202,10 +203,20 @@ def test_curations_share_is_what_the_fake_re_billed_less_the_clients_own(run: An
 
 
 def test_the_metric_counts_the_re_billed_tokens_by_cause(run: Any) -> None:
-    records, _, _, metrics = run
+    records, _, _, metrics, _ = run
     totals = dict.fromkeys(("client", "curation", "expiry", "model_change"), 0.0)
     for record in records:
         for cause, tokens in record["cache"]["rebilled"].items():
             totals[cause] += tokens
     assert all(totals.values())
     assert metrics == totals
+
+
+def test_report_cache_prints_each_turns_cause(run: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    records, *_, folder = run
+    capsys.readouterr()
+    args = ["report", "--cache", "--path", str(folder / "audit.db"), "--conversation", "review-1"]
+    assert curator(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in lines[1:]] == [r["cache"]["cause"] for r in records]
+    assert "curated message 3" in lines[3]
