@@ -104,10 +104,10 @@ def cache_rows(records: Iterable[Mapping[str, Any]], per_turn: bool) -> list[Cac
     for record in ordered:
         route = str(record.get("route") or "-")
         for scope, key in (("route", route), ("conversation", conversation_of(dict(record)))):
-            row = groups.get((scope, key))
-            if row is None:
-                row = groups[(scope, key)] = CacheRow(scope, key, route)
-            row.add(record)
+            group = groups.get((scope, key))
+            if group is None:
+                group = groups[(scope, key)] = CacheRow(scope, key, route)
+            group.add(record)
     return sorted(groups.values(), key=lambda r: (r.scope != "route", r.route, r.key))
 
 
