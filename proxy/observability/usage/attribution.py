@@ -14,8 +14,8 @@ tools, each message, the reply priming). With `cacheable` the provider's roundin
   turn had paid to cache.
 
 The re-billed tokens are split by cause, in this order, each taking at most what is left:
-`client` (what the client's own edit alone would lose: the upstream tokens before the
-first upstream element derived from the client's first changed element), `expiry` (both
+`client` (what the client's own edit alone would lose: the previous upstream prompt's tokens
+before the first upstream element derived from the client's first changed element), `expiry` (both
 prefixes held up to the prediction, and the provider still credited fewer than predicted, by
 more than `tolerance`: counts differ a little from the provider's), then `curation` (the
 rest, when the upstream prefix moved where the client's did not). A turn with another

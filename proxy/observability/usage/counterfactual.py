@@ -3,7 +3,9 @@
 `curator simulate` prices a whole export offline: each prompt's cached tokens are the
 longest block prefix it shares with an earlier prompt. Here the same model runs as requests
 arrive, over the prompts each conversation sent before curation, so the proxy can say what
-the client would have paid without it. Memory is bounded three times: at most
+the client would have paid without it. The same per-conversation slot keeps the
+conversation's last turn (its prompts' block keys) for the cache-miss attribution
+(`attribution`), counted in the same byte bound. Memory is bounded three times: at most
 `max_conversations` conversations and `max_bytes` of prefix nodes in all (the least
 recently used conversations go), and at most `max_nodes` nodes each (a conversation past
 it starts over, as a provider's cache would have expired by then). By count alone, 600
