@@ -147,13 +147,11 @@ class Counterfactuals:
     def attribute(self, conversation: str, model: str, turn: Attributed) -> tuple[int, CacheMiss]:
         """`cached_tokens` of the turn's client prompt, and its cache-miss attribution
         against the conversation's last turn, which it then becomes."""
+        now = turn_of(model, turn.client, turn.upstream, turn.tools)
         with self._lock:
             slot = self._take(conversation)
             shared = self._add(slot, model, turn.client)
-            now = turn_of(model, turn.client, turn.upstream, turn.tools)
-            found = attribute(
-                slot.last, now, turn.upstream, turn.origins, turn.reported, self.cache
-            )
+            found = attribute(slot.last, now, turn.origins, turn.reported, self.cache)
             slot.last = now
             self._put(conversation, slot)
             return self.cache.cacheable(shared), found

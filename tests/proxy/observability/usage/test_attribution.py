@@ -28,12 +28,12 @@ TURN_2 = prompt(("s", 2000), ("u", 500), ("a", 500), ("t", 800))
 
 
 def test_the_first_turn_of_a_conversation() -> None:
-    found = attribute(None, turn(TURN_1), TURN_1, same(TURN_1), 0, CACHE)
+    found = attribute(None, turn(TURN_1), same(TURN_1), 0, CACHE)
     assert (found.cause, found.rebilled_tokens) == ("first_turn", 0)
 
 
 def test_a_turn_that_only_appends_and_gets_its_credit_misses_nothing() -> None:
-    found = attribute(turn(TURN_1), turn(TURN_2), TURN_2, same(TURN_2), 2944, CACHE)
+    found = attribute(turn(TURN_1), turn(TURN_2), same(TURN_2), 2944, CACHE)
     assert (found.cause, found.rebilled, found.expected, found.predicted) == (
         "none",
         {},
@@ -45,7 +45,7 @@ def test_a_turn_that_only_appends_and_gets_its_credit_misses_nothing() -> None:
 
 def test_a_client_edit_is_the_clients() -> None:
     edited = prompt(("s", 2000), ("U", 500), ("a", 500), ("t", 800))
-    found = attribute(turn(TURN_1), turn(edited), edited, same(edited), 1920, CACHE)
+    found = attribute(turn(TURN_1), turn(edited), same(edited), 1920, CACHE)
     assert found.cause == "client"
     assert found.rebilled == {"client": 2944 - 1920}
     assert found.diverged_at == Element("original", "message", 1)
@@ -54,7 +54,7 @@ def test_a_client_edit_is_the_clients() -> None:
 def test_a_curation_cut_where_the_client_held_is_curations() -> None:
     cut = prompt(("s", 2000), ("x", 40), ("a", 500), ("t", 800))
     origins = [0, 1, 2, 3, 4]
-    found = attribute(turn(TURN_1), turn(TURN_2, cut), cut, origins, 1920, CACHE)
+    found = attribute(turn(TURN_1), turn(TURN_2, cut), origins, 1920, CACHE)
     assert found.cause == "curation"
     assert found.rebilled == {"curation": 2944 - 1920}
     assert found.diverged_at == Element("curated", "message", 1)
@@ -65,7 +65,7 @@ def test_both_moved_the_client_pays_for_its_own_edit_and_curation_for_the_rest()
     client = prompt(("s", 2000), ("u", 500), ("a", 500), ("B", 3000), ("t", 10))
     # curation replaced `u` with a placeholder: the upstream parts at block 1, the client at 3
     upstream = prompt(("s", 2000), ("x", 20), ("a", 500), ("B", 3000), ("t", 10))
-    found = attribute(turn(last), turn(client, upstream), upstream, [0, 1, 2, 3, 4, 5], 1920, CACHE)
+    found = attribute(turn(last), turn(client, upstream), [0, 1, 2, 3, 4, 5], 1920, CACHE)
     expected = CACHE.cacheable(6000)
     assert found.rebilled == {"client": expected - 2944, "curation": 2944 - 1920}
     assert found.cause == "client"  # the larger share
@@ -74,14 +74,14 @@ def test_both_moved_the_client_pays_for_its_own_edit_and_curation_for_the_rest()
 
 
 def test_a_shortfall_where_both_held_is_expiry_beyond_the_tolerance() -> None:
-    found = attribute(turn(TURN_1), turn(TURN_2), TURN_2, same(TURN_2), 0, CACHE)
+    found = attribute(turn(TURN_1), turn(TURN_2), same(TURN_2), 0, CACHE)
     assert (found.cause, found.rebilled) == ("expiry", {"expiry": 2944})
-    close = attribute(turn(TURN_1), turn(TURN_2), TURN_2, same(TURN_2), 2816, CACHE)
+    close = attribute(turn(TURN_1), turn(TURN_2), same(TURN_2), 2816, CACHE)
     assert (close.cause, close.rebilled) == ("none", {}), "one step off: our count, not a miss"
 
 
 def test_another_model_is_a_model_change() -> None:
-    found = attribute(turn(TURN_1), turn(TURN_2, model="n"), TURN_2, same(TURN_2), 0, CACHE)
+    found = attribute(turn(TURN_1), turn(TURN_2, model="n"), same(TURN_2), 0, CACHE)
     assert (found.cause, found.rebilled) == ("model_change", {"model_change": 2944})
 
 
@@ -91,9 +91,7 @@ def test_a_client_edit_curation_dropped_costs_the_client_nothing() -> None:
     last_up = prompt(("s", 2000), ("a", 1000))
     client = prompt(("s", 2000), ("B", 100), ("a", 1000), ("t", 5))
     upstream = prompt(("s", 2000), ("a", 1000), ("t", 5))
-    found = attribute(
-        turn(last_client, last_up), turn(client, upstream), upstream, [0, 2, 3, 4], 2944, CACHE
-    )
+    found = attribute(turn(last_client, last_up), turn(client, upstream), [0, 2, 3, 4], 2944, CACHE)
     assert (found.cause, found.rebilled) == ("client", {}), "parted, but nothing re-billed"
 
 
@@ -133,3 +131,21 @@ def test_the_spend_attributes_a_curated_turn_by_the_messages_curation_kept() -> 
     assert found.cause == "curation"
     assert found.diverged_at == Element("curated", "message", 1)
     assert found.as_json(1e-6)["rebilled_usd"]["curation"] > 0
+
+
+def test_the_sent_prompt_reuses_kept_blocks_and_derives_rewritten_ones_from_the_next() -> None:
+    from proxy.observability.usage.sent_prompt import sent_prompt
+    from tests import factories as f
+
+    counter = f.counter()
+    original = [f.system("s"), f.user("a"), f.assistant("b"), f.user("c"), f.user("d")]
+    client = Prompt(
+        (Block(b"T", 50), *(Block(bytes([i]), 10) for i in range(5)), Block(b"\0p", 3))
+    )
+    # b dropped, c rewritten: [s, a, c', d]
+    sent = [original[0], original[1], f.user("[cut]"), original[4]]
+    upstream, origins = sent_prompt(client, original, sent, counter, "gpt-4o")
+    assert [b.key for b in upstream.blocks[:3]] == [b"T", bytes([0]), bytes([1])]
+    assert upstream.blocks[3].key not in {b.key for b in client.blocks}
+    assert upstream.blocks[4] is client.blocks[5]
+    assert origins == [0, 1, 2, 3, 5, 6]
