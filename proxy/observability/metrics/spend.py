@@ -18,7 +18,6 @@ from prometheus_client import Counter
 
 from proxy.observability.metrics.labels import OTHER
 from proxy.observability.metrics.loop import LoopCounter
-from proxy.observability.usage.attribution import SPLIT
 from proxy.observability.usage.counterfactual import SpendThread
 from proxy.observability.usage.spend import Spend
 
@@ -61,8 +60,6 @@ class SpendFamilies:
             "held), expiry (both held; the provider credited less), model_change",
             "cause",
         )
-        for cause in SPLIT:  # a closed set: every series from the start
-            self.misses.labels(cause)
         self.thread = SpendThread()
 
     def observe(self, child: Child, route: str, policy: str, spend: Spend) -> None:

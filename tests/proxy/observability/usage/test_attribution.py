@@ -139,9 +139,7 @@ def test_the_sent_prompt_reuses_kept_blocks_and_derives_rewritten_ones_from_the_
 
     counter = f.counter()
     original = [f.system("s"), f.user("a"), f.assistant("b"), f.user("c"), f.user("d")]
-    client = Prompt(
-        (Block(b"T", 50), *(Block(bytes([i]), 10) for i in range(5)), Block(b"\0p", 3))
-    )
+    client = Prompt((Block(b"T", 50), *(Block(bytes([i]), 10) for i in range(5)), Block(b"\0p", 3)))
     # b dropped, c rewritten: [s, a, c', d]
     sent = [original[0], original[1], f.user("[cut]"), original[4]]
     upstream, origins = sent_prompt(client, original, sent, counter, "gpt-4o")
