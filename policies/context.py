@@ -25,6 +25,7 @@ from typing import Literal
 from policies.describe import content_bytes
 from policies.digests import digest
 from policies.formula import Sink
+from policies.marks import carried
 from policies.messages import Content, Message, role, tool_names
 from policies.splits import PROFILE_MIN_CHARS, Profile
 from policies.summary_io import Services
@@ -158,7 +159,8 @@ class CurationContext:
         `tokens` when given (a cutter knows them), else counted here. A `tag` (see
         `recall`) says the content was made from `msg`'s alone by the rule it names, so
         what is recalled about the new message is remembered across requests too."""
-        new = {**msg, "content": content}
+        # A rewrite keeps the client's breakpoint on what stands for the content (marks.py).
+        new = {**msg, "content": carried(msg.get("content"), content)}
         if tokens is None:
             if not isinstance(content, str):
                 return new  # counted in full when asked

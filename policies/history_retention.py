@@ -145,7 +145,7 @@ class HistoryRetention:
             return ctx.with_content(msg, text), "replace", "replaced by a description"
         placeholder = "replaced by a placeholder"
         if role(msg) != "user":
-            return {**msg, "content": removed("tool result", content)}, "replace", placeholder
+            return ctx.with_content(msg, removed("tool result", content)), "replace", placeholder
         if i + 1 < len(messages) and role(messages[i + 1]) == "user":
             return None, "drop", "removed"
-        return {**msg, "content": removed("user message", content)}, "replace", placeholder
+        return ctx.with_content(msg, removed("user message", content)), "replace", placeholder

@@ -167,16 +167,14 @@ def check(
     # Repairing an invalid list may have to fix its last unit too, so the rule that the
     # last unit is kept applies to valid input only.
     last = units(original)[-1].indexes() if original and original_valid else range(0)
-    mapping = _match_keeping(original, curated, pinned, pinned | frozenset(last))
-    if mapping is None:
-        mapping = _match(original, curated)
+    mapping = matched(original, curated, pinned, pinned | frozenset(last))
     if mapping is None:
         return [*errors, "curated messages are not an ordered derivation of the original"]
-    matched = {o: c for c, o in mapping.items()}
+    kept = {o: c for c, o in mapping.items()}
     for i in sorted(pinned):
-        if i not in matched or curated[matched[i]] != original[i]:
+        if i not in kept or curated[kept[i]] != original[i]:
             errors.append(f"pinned message {i} was not kept verbatim")
-    missing = [i for i in last if i not in matched]
+    missing = [i for i in last if i not in kept]
     if missing:
         errors.append(f"last unit messages {missing} were dropped")
     if budget is not None:
@@ -192,6 +190,18 @@ def assert_ok(
     errors = check(original, curated, ctx)
     if errors:
         raise AssertionError(f"{step} broke the curator contract: " + "; ".join(errors))
+
+
+def matched(
+    original: Sequence[Message],
+    curated: Sequence[Message],
+    pinned: frozenset[int] = frozenset(),
+    required: frozenset[int] = frozenset(),
+) -> dict[int, int] | None:
+    """Which original each curated message derives from (curated index -> original
+    index, in order; a summary maps to none); None when there is no such derivation."""
+    found = _match_keeping(original, curated, pinned, required)
+    return found if found is not None else _match(original, curated)
 
 
 def _match_keeping(

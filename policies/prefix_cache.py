@@ -10,7 +10,9 @@ The model, on purpose no finer than what curation can change:
 - A prompt is a sequence of blocks: the tool definitions (one block), each message, and the
   reply priming. Two prompts share a prefix as long as their leading blocks are identical.
 - Request k's cached tokens are the longest prefix it shares with ANY earlier request of
-  the sequence, rounded down to the increment, and zero below the minimum.
+  the sequence, rounded down to the increment, and zero below the minimum. A prompt whose
+  client set breakpoints (`cache_control`) reads only what breakpoints wrote, as Anthropic
+  does (`policies.breakpoint_cache`).
 - Cost is in units of one uncached input token: uncached + cached * `cached_price`.
   Cache writes are free (OpenAI; Anthropic's 1.25x write premium is not modelled), and
   output tokens are left out, as curation does not change them.
@@ -19,13 +21,15 @@ The model, on purpose no finer than what curation can change:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from policies import params
+from policies import breakpoint_cache, params
+from policies.breakpoint_cache import Edges, path, provider_blocks
+from policies.marks import CACHE_CONTROL, marked, unmarked
 from policies.messages import Message
 from policies.tokens import REPLY_PRIMING, TokenCounter
 
@@ -41,6 +45,10 @@ class Block:
 
     key: bytes
     tokens: int
+    mark: bool = False
+    """Whether a client's breakpoint ends here (`policies.marks`)."""
+    width: int = 1
+    """The provider content blocks it stands for (`breakpoint_cache.provider_blocks`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +60,11 @@ class Prompt:
     @property
     def tokens(self) -> int:
         return sum(b.tokens for b in self.blocks)
+
+    @property
+    def explicit(self) -> bool:
+        """Whether the client set breakpoints: only they read and write the cache."""
+        return any(b.mark for b in self.blocks)
 
 
 def prompt_of(
@@ -66,11 +79,46 @@ def prompt_of(
     """
     blocks: list[Block] = []
     if tools:
-        blocks.append(Block(b"T" + _digest(list(tools)), counter.count_tools(tools, model)))
+        size = counter.count_tools(tools, model)
+        blocks.append(tools_block(b"T" + _digest(list(tools)), size, tools))
     sizes = counter.count_each(messages, model)
-    blocks.extend(Block(b"M" + _digest(m), n) for m, n in zip(messages, sizes, strict=True))
-    blocks.append(Block(_PRIMING_KEY, REPLY_PRIMING))
+    keys = (_message_key(m) for m in messages)
+    blocks.extend(message_blocks(keys, sizes, messages, _message_key))
+    blocks.append(Block(_PRIMING_KEY, REPLY_PRIMING, width=0))
     return Prompt(tuple(blocks))
+
+
+def tools_block(key: bytes, tokens: int, tools: Sequence[Mapping[str, Any]]) -> Block:
+    """The tool definitions as one block, marked when the client marked one of them."""
+    mark = any(CACHE_CONTROL in t for t in tools if isinstance(t, Mapping))
+    return Block(key, tokens, mark, max(1, len(tools)))
+
+
+def message_blocks(
+    keys: Iterable[bytes],
+    sizes: Iterable[int],
+    messages: Sequence[Message],
+    key_of: Callable[[Message], bytes],
+    last: bool = False,
+) -> list[Block]:
+    """A block for each message; with its breakpoint and provider width when the client
+    marked any (checked once: most prompts carry none, and then neither matters). A marked
+    message is keyed (`key_of`, as `keys` were made) without its marks, which are no part
+    of what is cached. `last`: the request asks for a breakpoint on its last block
+    (Anthropic's top-level `cache_control`)."""
+    if not last and not any(marked(m) for m in messages):
+        return [Block(k, n) for k, n in zip(keys, sizes, strict=True)]
+    end = len(messages) - 1
+    blocks = []
+    for i, (k, n, m) in enumerate(zip(keys, sizes, messages, strict=True)):
+        mark = marked(m)
+        key = key_of(unmarked(m)) if mark else k
+        blocks.append(Block(key, n, mark or (last and i == end), provider_blocks(m)))
+    return blocks
+
+
+def _message_key(msg: Message) -> bytes:
+    return b"M" + _digest(msg)
 
 
 def _digest(value: object) -> bytes:
@@ -146,18 +194,16 @@ class PrefixCache:
 
     def price(self, prompts: Iterable[Prompt]) -> SequenceCost:
         """The cost of each prompt, sent in this order, each after all the earlier ones."""
-        # A trie of every block path seen so far: (parent node, block key) -> node.
-        seen: dict[tuple[int, bytes], int] = {}
+        seen: Edges = {}
+        written: set[int] = set()
         costs: list[RequestCost] = []
         for prompt in prompts:
-            node, shared, matching = 0, 0, True
-            for block in prompt.blocks:
-                child = seen.get((node, block.key)) if matching else None
-                if child is None:
-                    matching = False
-                    child = seen[(node, block.key)] = len(seen) + 1
-                else:
-                    shared += block.tokens
-                node = child
-            costs.append(self.cost(prompt.tokens, self.cacheable(shared)))
+            costs.append(self.cost(prompt.tokens, self.cached(seen, written, prompt)))
         return SequenceCost(tuple(costs))
+
+    def cached(self, seen: Edges, written: set[int], prompt: Prompt) -> int:
+        """`prompt`'s cached tokens after the prompts in `seen` (those of them a client's
+        breakpoint wrote in `written`), which it joins."""
+        if prompt.explicit:
+            return breakpoint_cache.read(seen, written, prompt.blocks, self.min_tokens)
+        return self.cacheable(path(seen, prompt.blocks)[1])

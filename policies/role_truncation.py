@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 from policies import fill, params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.errors import ParamError
+from policies.marks import carried, joinable
 from policies.messages import SUMMARY_PREFIX, Message, Unit, role, turn_starts, units
 
 LIMITABLE_ROLES = frozenset({"user", "assistant", "tool", "function"})
@@ -159,7 +160,10 @@ class RoleTruncation:
         if len(cut) >= len(text):
             return None
         if isinstance(content, list):
-            return {**msg, "content": [{**content[0], "text": cut}]}  # text parts become one
+            if not joinable(content):
+                return None  # never cut across a client's breakpoint (policies.marks)
+            # Text parts become one, carrying the last part's breakpoint.
+            return {**msg, "content": carried(content, [{**content[0], "text": cut}])}
         return {**msg, "content": cut}
 
     def _drop_over_cap(

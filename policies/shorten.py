@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from policies.base import CurationContext
+from policies.marks import carried, joinable
 from policies.messages import Content, Message
 from policies.tokens import Plan
 
@@ -74,7 +75,8 @@ def head_only(ctx: CurationContext, text: str, cap: int) -> Cut:
 def cuttable_text(msg: Message) -> tuple[str, list[Mapping[str, Any]] | None] | None:
     """(text, None) for a non-empty string content, (joined text, parts) for an array of
     text parts only; else None: arrays with images, audio or files are not cut, since that
-    would mean guessing which part matters."""
+    would mean guessing which part matters, nor are parts with a client's breakpoint on
+    any but the last (a joined cut would land between it and the text it covers)."""
     content = msg.get("content")
     if isinstance(content, str):
         return (content, None) if content else None
@@ -87,10 +89,12 @@ def cuttable_text(msg: Message) -> tuple[str, list[Mapping[str, Any]] | None] | 
             and isinstance(part.get("text"), str)
         ):
             return None
+    if not joinable(content):
+        return None
     return "".join(p["text"] for p in content), list(content)
 
 
 def as_content(text: str, parts: list[Mapping[str, Any]] | None) -> Content:
     """A cut text as the content it came from: a string, or one text part (keeping the
-    first part's other keys)."""
-    return text if parts is None else [{**parts[0], "text": text}]
+    first part's other keys, and the last part's breakpoint: `marks.carried`)."""
+    return text if parts is None else carried(parts, [{**parts[0], "text": text}])

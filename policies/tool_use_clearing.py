@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 from policies import fill, params
 from policies.base import Action, CurationContext, CuratorOutput
 from policies.describe import content_bytes, size_label
+from policies.marks import plain
 from policies.messages import Message, ResultNames, Unit, opens_block, role, units
 from policies.tokens import Plan
 
@@ -161,8 +162,8 @@ class ToolUseClearing:
             tool, nth = _tool_of(msg, names)
             if tool in self.exclude_tools:
                 continue
-            content = msg.get("content")
-            if not (isinstance(content, str) and content.startswith(CLEARED_PREFIX)):
+            text = plain(msg.get("content"))  # a placeholder may be a marked part (marks)
+            if not (text is not None and text.startswith(CLEARED_PREFIX)):
                 new, saved = _cleared(msg, tool, ctx)
                 if saved <= 0:
                     continue

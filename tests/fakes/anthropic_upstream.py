@@ -165,7 +165,7 @@ class FakeAnthropic:
                 }
             )
         output = sum(len(self.enc.encode_ordinary(orjson.dumps(b).decode())) for b in content)
-        return {
+        message = {
             "id": f"msg_{next(self._ids):06d}",
             "type": "message",
             "role": "assistant",
@@ -175,6 +175,9 @@ class FakeAnthropic:
             "stop_sequence": None,
             "usage": {**usage, "output_tokens": output},
         }
+        if isinstance(body.get("diagnostics"), dict):
+            message["diagnostics"] = diagnostics(body["diagnostics"], usage)
+        return message
 
     async def _count(self, request: Request) -> Response:
         raw, denied = await self._record(request)
@@ -196,6 +199,16 @@ class FakeAnthropic:
             "last_id": data[0]["id"],
         }
         return Response(orjson.dumps(listing), 200, JSON)
+
+
+def diagnostics(asked: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
+    """Cache diagnostics (beta `cache-diagnosis-2026-04-07`), roughly: no reason on a first
+    turn or when nothing past the read was new; else `messages_changed` and the tokens
+    after the point the cache stopped matching."""
+    missed = usage["input_tokens"] + usage["cache_creation_input_tokens"]
+    if asked.get("previous_message_id") is None or not usage["cache_creation_input_tokens"]:
+        return {"cache_miss_reason": None}
+    return {"cache_miss_reason": {"type": "messages_changed", "cache_missed_input_tokens": missed}}
 
 
 def events(message: dict[str, Any]) -> list[bytes]:

@@ -6,8 +6,9 @@ prompt into one token sequence (tools, then every message's role and content, as
 encodes them), finds the longest prefix it shares with any earlier prompt, and reports
 `usage.prompt_tokens_details.cached_tokens` from it: a token-level model, not the
 block-level one the proxy uses, so figures compared between the two are not circular.
-Each model has a cache of its own, as OpenAI's; `expire` drops them all, and the `ledger`
-says per request what was re-billed and why.
+Each model, and within it each `prompt_cache_key`, has a cache of its own (OpenAI routes
+them apart); `expire` drops them all, and the `ledger` says per request what was re-billed
+and why.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class PromptCache:
         self.min_tokens = min_tokens
         self.increment = increment
         self._seen: dict[str, list[list[int]]] = {}
+        """By model and `prompt_cache_key`."""
         self._last: dict[str, tuple[str, Rendered]] = {}
         self.ledger: list[Billed] = []
         self._lock = threading.Lock()
@@ -63,7 +65,8 @@ class PromptCache:
         )
         model = str(body.get("model"))
         with self._lock:
-            seen = self._seen.setdefault(model, [])
+            key = body.get("prompt_cache_key")
+            seen = self._seen.setdefault(f"{model}\0{key if isinstance(key, str) else ''}", [])
             shared = max((common(rendered.tokens, s) for s in seen), default=0)
             seen.append(rendered.tokens)
             del seen[:-MAX_PROMPTS]

@@ -54,7 +54,10 @@ def test_a_cut_survives_being_remembered_as_a_plain_tuple() -> None:
 def test_only_strings_and_text_only_arrays_are_cuttable() -> None:
     parts = [{**f.text_part("a"), "cache_control": {"type": "ephemeral"}}, f.text_part("b")]
     assert cuttable_text(f.tool_result("c1", "out")) == ("out", None)
-    assert cuttable_text(f.tool_result("c1", parts)) == ("ab", parts)
+    # A breakpoint before the last part: cut as one, the cut would land across it.
+    assert cuttable_text(f.tool_result("c1", parts)) is None
+    last = [f.text_part("a"), {**f.text_part("b"), "cache_control": {"type": "ephemeral"}}]
+    assert cuttable_text(f.tool_result("c1", last)) == ("ab", last)
     assert cuttable_text(f.tool_result("c1", "")) is None
     assert cuttable_text(f.tool_result("c1", [])) is None
     assert cuttable_text(f.user([f.text_part(), f.image_part()])) is None

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from policies.breakpoint_cache import Edges
 from policies.digests import ByIdentity
 from policies.prefix_cache import PrefixCache, Prompt
 from proxy.observability.usage.attribution import CacheMiss, Turn, attribute, turn_of
@@ -53,34 +54,26 @@ class Attributed:
     origins: Sequence[int]
     reported: int | None
     tools: bool
+    partition: str = ""
+    """The client's `prompt_cache_key` (`cache_partition`)."""
 
 
 @dataclass(slots=True)
 class _Trie:
-    """Every block path this conversation's prompts took: (parent, block key) -> node."""
+    """Every block path this conversation's prompts took: (parent, block key) -> node, and
+    the nodes a client's breakpoint wrote (`policies.breakpoint_cache`)."""
 
-    edges: dict[tuple[int, bytes], int] = field(default_factory=dict)
-
-    def add(self, prompt: Prompt) -> int:
-        """Insert `prompt`; the tokens of its longest prefix seen before."""
-        node, shared, matching = 0, 0, True
-        for block in prompt.blocks:
-            child = self.edges.get((node, block.key)) if matching else None
-            if child is None:
-                matching = False
-                child = self.edges[(node, block.key)] = len(self.edges) + 1
-            else:
-                shared += block.tokens
-            node = child
-        return shared
+    edges: Edges = field(default_factory=dict)
+    written: set[int] = field(default_factory=set)
 
 
 @dataclass(slots=True)
 class _Slot:
     """One conversation: a prefix cache per model, and its last turn (`attribution`)."""
 
-    tries: dict[str, _Trie] = field(default_factory=dict)
-    """Providers cache per model: a switch of model starts from nothing."""
+    tries: dict[tuple[str, str], _Trie] = field(default_factory=dict)
+    """By (model, prompt_cache_key): providers cache per model (a switch of model starts
+    from nothing), and distinct keys share no cache."""
     last: Turn | None = None
 
     @property
@@ -135,14 +128,18 @@ class Counterfactuals:
         remembered block key."""
         return self._bytes
 
-    def cached_tokens(self, conversation: str, model: str, prompt: Prompt) -> int:
+    def cached_tokens(
+        self, conversation: str, model: str, prompt: Prompt, partition: str = ""
+    ) -> int:
         """The tokens of `prompt` a prefix cache would bill as cached, given the prompts
-        this conversation sent `model` before; `prompt` is remembered for the next ones."""
+        this conversation sent `model` before under the same `partition` (the client's
+        `prompt_cache_key`: distinct keys share no cache); `prompt` is remembered for the
+        next ones."""
         with self._lock:
             slot = self._take(conversation)
-            shared = self._add(slot, model, prompt)
+            cached = self._add(slot, (model, partition), prompt)
             self._put(conversation, slot)
-            return self.cache.cacheable(shared)
+            return cached
 
     def attribute(self, conversation: str, model: str, turn: Attributed) -> tuple[int, CacheMiss]:
         """`cached_tokens` of the turn's client prompt, and its cache-miss attribution
@@ -150,11 +147,11 @@ class Counterfactuals:
         now = turn_of(model, turn.client, turn.upstream, turn.tools)
         with self._lock:
             slot = self._take(conversation)
-            shared = self._add(slot, model, turn.client)
+            cached = self._add(slot, (model, turn.partition), turn.client)
             found = attribute(slot.last, now, turn.origins, turn.reported, self.cache)
             slot.last = now
             self._put(conversation, slot)
-            return self.cache.cacheable(shared), found
+            return cached, found
 
     def _take(self, conversation: str) -> _Slot:
         slot = self._conversations.pop(conversation, None)
@@ -163,11 +160,12 @@ class Counterfactuals:
         self._bytes -= slot.bytes
         return slot
 
-    def _add(self, slot: _Slot, model: str, prompt: Prompt) -> int:
-        trie = slot.tries.get(model)
+    def _add(self, slot: _Slot, where: tuple[str, str], prompt: Prompt) -> int:
+        """`prompt`'s cached tokens in the slot's cache for (model, prompt_cache_key)."""
+        trie = slot.tries.get(where)
         if trie is None or len(trie.edges) + len(prompt.blocks) > self.max_nodes:
-            trie = slot.tries[model] = _Trie()  # past its bound: starts over, as if expired
-        return trie.add(prompt)
+            trie = slot.tries[where] = _Trie()  # past its bound: starts over, as if expired
+        return self.cache.cached(trie.edges, trie.written, prompt)
 
     def _put(self, conversation: str, slot: _Slot) -> None:
         """Keep `slot` as the most recently used; forget the least recently used past the

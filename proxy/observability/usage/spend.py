@@ -22,9 +22,10 @@ from typing import Any, cast
 
 import orjson
 
+from policies.marks import CACHE_CONTROL
 from policies.messages import Message
 from policies.policy import tool_list
-from policies.prefix_cache import Block, Prompt
+from policies.prefix_cache import Block, Prompt, message_blocks, tools_block
 from policies.pricing import Price, PriceTable, Usage, cost
 from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.observability.usage.attribution import CacheMiss
@@ -177,7 +178,8 @@ def _counterfactual(
     if original:
         tools = tool_list(sent.body or {})  # as the budget counts them: the same prompt
         measured = (sent.keys, sent.counts)
-        prompt = uncurated_prompt(original, counter, model, tools, history, *measured)
+        last = isinstance((sent.body or {}).get(CACHE_CONTROL), dict)  # Anthropic's automatic
+        prompt = uncurated_prompt(original, counter, model, tools, history, *measured, last)
         cached, miss = _attribute(sent, prompt, counter, model, key, history, bool(tools))
         output = sent.usage.output if sent.usage is not None else 0
         reasoning = sent.usage.reasoning if sent.usage is not None else 0
@@ -213,7 +215,8 @@ def _attribute(
     if sent.upstream is not None and sent.original is not None:
         upstream, origins = sent_prompt(prompt, sent.original, sent.upstream, counter, model)
     reported = sent.usage.cached if sent.usage is not None else None
-    return history.attribute(key, model, Attributed(prompt, upstream, origins, reported, tools))
+    turn = Attributed(prompt, upstream, origins, reported, tools, cache_partition(sent.body))
+    return history.attribute(key, model, turn)
 
 
 def _writes(usage: Usage | None, uncached: int) -> tuple[int, int]:
@@ -251,6 +254,7 @@ def uncurated_prompt(
     history: Counterfactuals,
     keys: Sequence[bytes | None] = (),
     counts: Sequence[int] = (),
+    automatic: bool = False,
 ) -> Prompt:
     """The prompt as `policies.prefix_cache.prompt_of` builds it (tools, each message, the
     reply priming), keyed by the counter's own message keys (one serialization, not two);
@@ -259,14 +263,25 @@ def uncurated_prompt(
     if tools:
         digest = history.tool_keys.get_or_compute(tools, b"", partial(_tools_digest, tools))
         size = history.memo((counter, model, digest), lambda: counter.count_tools(tools, model))
-        blocks.append(Block(b"T" + digest, size))
+        blocks.append(tools_block(b"T" + digest, size, tools))
     if len(counts) == len(keys) == len(messages) and None not in keys:
-        measured = zip(cast("Sequence[bytes]", keys), counts, strict=True)
+        found, sizes = cast("Sequence[bytes]", keys), counts
     else:
-        measured = zip(*counter.measure(messages, model, known=keys), strict=True)
-    blocks.extend(Block(k, n) for k, n in measured)
-    blocks.append(Block(PRIMING_KEY, REPLY_PRIMING))
+        found, sizes = counter.measure(messages, model, known=keys)
+    blocks.extend(message_blocks(found, sizes, messages, partial(_key, counter, model), automatic))
+    blocks.append(Block(PRIMING_KEY, REPLY_PRIMING, width=0))
     return Prompt(tuple(blocks))
+
+
+def cache_partition(body: Mapping[str, Any] | None) -> str:
+    """The client's `prompt_cache_key` (OpenAI): prompts under distinct keys share no
+    cache. "" when unset."""
+    value = body.get("prompt_cache_key") if body is not None else None
+    return value if isinstance(value, str) else ""
+
+
+def _key(counter: TokenCounter, model: str, msg: Message) -> bytes:
+    return counter.measure((msg,), model)[0][0]
 
 
 def _tools_digest(tools: Sequence[Mapping[str, Any]]) -> bytes:

@@ -32,6 +32,8 @@ from typing import Any
 
 import orjson
 
+from policies.marks import CACHE_CONTROL
+
 INDEX = "_anthropic_message"
 SLOT = "_anthropic_block"
 SYSTEM = -1
@@ -113,7 +115,11 @@ def _assistant(
     if not calls:
         return {"role": "assistant", "content": content, INDEX: i}
     pending.update(c["id"] for c in calls)
-    return {"role": "assistant", "content": content, "tool_calls": calls, INDEX: i}
+    turn = {"role": "assistant", "content": content, "tool_calls": calls, INDEX: i}
+    marks = [b[CACHE_CONTROL] for b in blocks if b.get("type") == "tool_use" and CACHE_CONTROL in b]
+    if marks:  # a tool use's breakpoint, for the prefix-cache model (never written back)
+        turn[CACHE_CONTROL] = marks[-1]
+    return turn
 
 
 def _call(block: Mapping[str, Any]) -> dict[str, Any]:
@@ -138,7 +144,10 @@ def _user(
         pending.discard(uid)
         result = blocks[n].get("content", "")
         content = result if isinstance(result, str) else _parts(result, images)
-        out.append({"role": "tool", "tool_call_id": uid, "content": content, INDEX: i, SLOT: n})
+        tool = {"role": "tool", "tool_call_id": uid, "content": content, INDEX: i, SLOT: n}
+        if CACHE_CONTROL in blocks[n]:  # the result's breakpoint, for the prefix-cache model
+            tool[CACHE_CONTROL] = blocks[n][CACHE_CONTROL]
+        out.append(tool)
         n += 1
     rest = blocks[n:]
     if any(b.get("type") == "tool_result" for b in rest):

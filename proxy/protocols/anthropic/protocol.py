@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from policies.messages import Message
 from proxy.config.limits import Limits
 from proxy.protocols.anthropic.assembly import assemble
@@ -26,6 +24,7 @@ from proxy.protocols.anthropic.facts import budget_body
 from proxy.protocols.anthropic.neutral import INDEX, SKIPS, SLOT, Mapped, to_neutral
 from proxy.protocols.anthropic.rebuild import rebuild
 from proxy.protocols.base import Assembled, Usage, WireRequest
+from proxy.protocols.splice import spliced
 from proxy.protocols.vendor import Vendor
 from proxy.protocols.wire import count_of, last_object, open_body
 
@@ -61,8 +60,9 @@ class AnthropicMessages:
         mapped: Mapped = request.state
         out, origins = rebuild(mapped, curated)
         messages = restore(mapped.messages, out, origins)
-        # Only `messages` is replaced; unpacking keeps every other key's value and order.
-        return orjson.dumps({**(request.body or {}), "messages": messages})
+        # Only `messages` is replaced, in the client's bytes: every other key (`system`,
+        # `tools`, `diagnostics`, a vendor's own) goes exactly as the client wrote it.
+        return spliced(request.raw, request.body or {}, "messages", messages)
 
     def usage(self, tail: bytes) -> Usage | None:
         found = _merged_usage(tail)
