@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from proxy.cli.audit import UsageError, conversation_of, handled_as, open_store
+from proxy.cli.report_cache import cache_report
 from proxy.observability.audit.metadata import SUMMARIZER
 from proxy.observability.audit.readers.query import time_window
 from proxy.observability.audit.readers.registry import READERS
@@ -127,6 +128,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     report.add_argument("--since", default=DEFAULT_SINCE, help="ISO time or duration ago (7d)")
     report.add_argument("--until", help="ISO time, or a duration ago (default: now)")
     report.add_argument("--conversation", help="one row per request of this conversation key")
+    report.add_argument(
+        "--cache",
+        action="store_true",
+        help="why the cache missed: hit rate, re-billed tokens and $ by cause, write "
+        "amplification, per route and conversation (per turn with --conversation)",
+    )
     output = report.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="a JSON array of rows")
     output.add_argument("--csv", action="store_true", help="CSV with a header line")
@@ -141,6 +148,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     with open_store(args) as store:
+        if args.cache:
+            records = client_records(store.between(since, until), args.conversation)
+            sys.stdout.write(cache_report(records, bool(args.conversation), args.json) + "\n")
+            return 0
         if isinstance(store, SqliteReader) and not args.conversation:
             rows = sorted_rows(Row(*g) for g in store.grouped(since, until))
         else:

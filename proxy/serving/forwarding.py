@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from time import perf_counter
 
+from policies.messages import Message
 from policies.summary_io import Services
 from proxy.config.loader import Route as ConfigRoute
 from proxy.curation.plan import Plan, plan
@@ -251,10 +252,17 @@ class _Exchange:
             return None
         original = None if passthrough else record.original  # None: uncurated = actual
         headers = self.scope["headers"]
-        measured = (record.keys, record.counts, _counted_sent(record))
+        measured = (record.keys, record.counts, _counted_sent(record), _upstream(record))
         sent = Sent.of(record.model, record.facts, original, headers, from_wire(usage), *measured)
         now = record.small()  # at once: cheaper than handing it to a thread
         return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals, now)
+
+
+def _upstream(record: ExchangeRecord) -> Sequence[Message] | None:
+    """The messages that went upstream when they are not the client's (None: they are)."""
+    if record.mode == "shadow" or record.curated is record.original:
+        return None
+    return record.curated
 
 
 def _counted_sent(record: ExchangeRecord) -> int | None:

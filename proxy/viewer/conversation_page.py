@@ -8,6 +8,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from proxy.viewer.cache_bar import cache_bar
 from proxy.viewer.layout import (
     DASH,
     action_counts,
@@ -36,10 +37,10 @@ def render(key: str, turns: Sequence[Mapping[str, Any]], *, prefix: str, more: b
         "<h1>Conversation <code>{key}</code></h1>"
         '<p class="muted">Requests whose history extends the one before (or that share an '
         "<code>x-session-id</code>); {n} requests.</p>"
-        "{cap}{chart}{table}"
+        "{cap}{chart}{cache}{table}"
     ).format(
         key=key, n=len(turns), cap=cap if more else "", chart=chart(turns),
-        table=_table(turns, prefix),
+        cache=cache_bar(turns, prefix), table=_table(turns, prefix),
     )  # fmt: skip
 
 

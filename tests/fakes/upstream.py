@@ -185,6 +185,10 @@ class FakeOpenAI:
         return self.windows.get(model, self.default_window)
 
 
+def _header(scope: Scope, name: bytes) -> str | None:
+    return next((v.decode("latin-1") for n, v in scope["headers"] if n.lower() == name), None)
+
+
 def _headers(request: Request) -> dict[str, str]:
     return {"content-type": "application/json", "x-fake-path": request.url.path}
 
@@ -309,7 +313,8 @@ class _Chat:
         prompt = rules.count_prompt(body["messages"], encoding)
         completion = rules.completion(body, behavior, prompt, encoding)
         if self.fake.cache is not None:
-            cached = self.fake.cache.cached(body, encoding, prompt)
+            session = _header(scope, b"x-session-id") or ""
+            cached = self.fake.cache.cached(body, encoding, prompt, session)
             completion["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
         if body.get("stream"):
             events = rules.chunks(body, completion)

@@ -27,7 +27,8 @@ Child = Callable[..., Any]
 
 
 class SpendFamilies:
-    """`curator_upstream_tokens_total` and `curator_cost_usd_total`."""
+    """`curator_upstream_tokens_total`, `curator_cost_usd_total` and
+    `curator_cache_miss_tokens_total`."""
 
     def __init__(
         self, loop_counter: Callable[..., LoopCounter], counter: Callable[..., Counter]
@@ -52,6 +53,13 @@ class SpendFamilies:
             "model",
             "kind",
         )
+        self.misses = counter(
+            "curator_cache_miss_tokens",
+            "Input tokens billed in full that the conversation's previous turn had cached, by "
+            "cause: client (its own prompt changed), curation (ours moved where the client's "
+            "held), expiry (both held; the provider credited less), model_change",
+            "cause",
+        )
         self.thread = SpendThread()
 
     def observe(self, child: Child, route: str, policy: str, spend: Spend) -> None:
@@ -70,9 +78,12 @@ class SpendFamilies:
         uncurated = child(self.cost, route, policy, model, "uncurated")
 
         def count_uncurated() -> None:
-            dollars = spend.counterfactual().uncurated_usd
-            if dollars is not None:
-                uncurated.inc(dollars)
+            found = spend.counterfactual()
+            if found.uncurated_usd is not None:
+                uncurated.inc(found.uncurated_usd)
+            if found.cache is not None:
+                for cause, tokens in found.cache.rebilled.items():
+                    child(self.misses, cause).inc(tokens)
 
         if spend.deferred.ready:  # a passthrough: already known, no thread needed
             count_uncurated()

@@ -15,7 +15,7 @@ from proxy.observability.usage.spend import Spend
 
 OUTPUT_LIMITS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
 KEYS = (
-    "conversation", "usage", "cost", *OUTPUT_LIMITS, "context_window", "encoding",
+    "conversation", "usage", "cost", "cache", *OUTPUT_LIMITS, "context_window", "encoding",
 )  # fmt: skip
 """Fields the proxy assigns itself (never client text). `tools` is client text, redacted,
 and `tools_digest` its key: the audit's record builder sets both."""
@@ -38,6 +38,8 @@ def spend_fields(spend: Spend | None, body: Mapping[str, Any] | None) -> dict[st
     fields["usage"] = _usage(spend.usage)
     fields["context_window"] = counterfactual.context_window
     fields["encoding"] = counterfactual.encoding
+    if counterfactual.cache is not None:
+        fields["cache"] = counterfactual.cache.as_json(counterfactual.rebill_usd)
     if spend.actual_usd is not None:
         fields["cost"] = {
             "price": spend.price_model,

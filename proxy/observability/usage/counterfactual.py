@@ -3,7 +3,9 @@
 `curator simulate` prices a whole export offline: each prompt's cached tokens are the
 longest block prefix it shares with an earlier prompt. Here the same model runs as requests
 arrive, over the prompts each conversation sent before curation, so the proxy can say what
-the client would have paid without it. Memory is bounded three times: at most
+the client would have paid without it. The same per-conversation slot keeps the
+conversation's last turn (its prompts' block keys) for the cache-miss attribution
+(`attribution`), counted in the same byte bound. Memory is bounded three times: at most
 `max_conversations` conversations and `max_bytes` of prefix nodes in all (the least
 recently used conversations go), and at most `max_nodes` nodes each (a conversation past
 it starts over, as a provider's cache would have expired by then). By count alone, 600
@@ -18,13 +20,14 @@ import logging
 import queue
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from policies.breakpoint_cache import Edges
 from policies.digests import ByIdentity
 from policies.prefix_cache import PrefixCache, Prompt
+from proxy.observability.usage.attribution import CacheMiss, Turn, attribute, turn_of
 from proxy.priority import BOOKKEEPING_STEPS, let_the_loop_in, lower_thread_priority
 
 log = logging.getLogger("curator.spend")
@@ -40,6 +43,21 @@ NODE_BYTES = 170
 the 16-byte block digest it keeps alive)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Attributed:
+    """One turn to attribute: its client and upstream prompts (the same object when
+    curation changed nothing), each upstream block's client block index, the cached tokens
+    the upstream reported."""
+
+    client: Prompt
+    upstream: Prompt
+    origins: Sequence[int]
+    reported: int | None
+    tools: bool
+    partition: str = ""
+    """The client's `prompt_cache_key` (`cache_partition`)."""
+
+
 @dataclass(slots=True)
 class _Trie:
     """Every block path this conversation's prompts took: (parent, block key) -> node, and
@@ -49,8 +67,24 @@ class _Trie:
     written: set[int] = field(default_factory=set)
 
 
+@dataclass(slots=True)
+class _Slot:
+    """One conversation: a prefix cache per model, and its last turn (`attribution`)."""
+
+    tries: dict[tuple[str, str], _Trie] = field(default_factory=dict)
+    """By (model, prompt_cache_key): providers cache per model (a switch of model starts
+    from nothing), and distinct keys share no cache."""
+    last: Turn | None = None
+
+    @property
+    def bytes(self) -> int:
+        nodes = sum(len(trie.edges) for trie in self.tries.values())
+        return nodes * NODE_BYTES + (self.last.bytes if self.last is not None else 0)
+
+
 class Counterfactuals:
-    """Per-conversation prefix caches of uncurated prompts, bounded in memory. Thread-safe."""
+    """Per-conversation prefix caches of uncurated prompts, and each conversation's last
+    turn for the cache-miss attribution, bounded in memory. Thread-safe."""
 
     def __init__(
         self,
@@ -66,11 +100,9 @@ class Counterfactuals:
         self.max_conversations = max_conversations
         self.max_nodes = max_nodes
         self.max_bytes = max_bytes
-        self._conversations: OrderedDict[tuple[str, str, str], _Trie] = OrderedDict()
-        """One prefix cache per (conversation, model, prompt_cache_key): providers cache
-        per model, so a switch of model within a conversation starts from nothing."""
-        self._nodes = 0
-        """The prefix nodes of every conversation kept."""
+        self._conversations: OrderedDict[str, _Slot] = OrderedDict()
+        self._bytes = 0
+        """What every conversation kept holds (`_Slot.bytes`)."""
         self._lock = threading.Lock()
         self._memo: dict[tuple[object, ...], Any] = {}
         """Per-model facts and per-tool-list counts, asked for on every request."""
@@ -92,8 +124,9 @@ class Counterfactuals:
 
     @property
     def bytes(self) -> int:
-        """What the conversations kept hold, by `NODE_BYTES` a node."""
-        return self._nodes * NODE_BYTES
+        """What the conversations kept hold: `NODE_BYTES` a prefix node, `KEY_BYTES` a
+        remembered block key."""
+        return self._bytes
 
     def cached_tokens(
         self, conversation: str, model: str, prompt: Prompt, partition: str = ""
@@ -103,19 +136,45 @@ class Counterfactuals:
         `prompt_cache_key`: distinct keys share no cache); `prompt` is remembered for the
         next ones."""
         with self._lock:
-            kept = self._conversations
-            where = (conversation, model, partition)
-            trie = kept.pop(where, None)
-            if trie is not None:
-                self._nodes -= len(trie.edges)
-            if trie is None or len(trie.edges) + len(prompt.blocks) > self.max_nodes:
-                trie = _Trie()
-            cached = self.cache.cached(trie.edges, trie.written, prompt)
-            self._nodes += len(trie.edges)
-            kept[where] = trie  # the most recently used, last
-            while kept and (len(kept) > self.max_conversations or self.bytes > self.max_bytes):
-                self._nodes -= len(kept.popitem(last=False)[1].edges)
+            slot = self._take(conversation)
+            cached = self._add(slot, (model, partition), prompt)
+            self._put(conversation, slot)
             return cached
+
+    def attribute(self, conversation: str, model: str, turn: Attributed) -> tuple[int, CacheMiss]:
+        """`cached_tokens` of the turn's client prompt, and its cache-miss attribution
+        against the conversation's last turn, which it then becomes."""
+        now = turn_of(model, turn.client, turn.upstream, turn.tools)
+        with self._lock:
+            slot = self._take(conversation)
+            cached = self._add(slot, (model, turn.partition), turn.client)
+            found = attribute(slot.last, now, turn.origins, turn.reported, self.cache)
+            slot.last = now
+            self._put(conversation, slot)
+            return cached, found
+
+    def _take(self, conversation: str) -> _Slot:
+        slot = self._conversations.pop(conversation, None)
+        if slot is None:
+            return _Slot()
+        self._bytes -= slot.bytes
+        return slot
+
+    def _add(self, slot: _Slot, where: tuple[str, str], prompt: Prompt) -> int:
+        """`prompt`'s cached tokens in the slot's cache for (model, prompt_cache_key)."""
+        trie = slot.tries.get(where)
+        if trie is None or len(trie.edges) + len(prompt.blocks) > self.max_nodes:
+            trie = slot.tries[where] = _Trie()  # past its bound: starts over, as if expired
+        return self.cache.cached(trie.edges, trie.written, prompt)
+
+    def _put(self, conversation: str, slot: _Slot) -> None:
+        """Keep `slot` as the most recently used; forget the least recently used past the
+        bounds."""
+        kept = self._conversations
+        kept[conversation] = slot
+        self._bytes += slot.bytes
+        while kept and (len(kept) > self.max_conversations or self._bytes > self.max_bytes):
+            self._bytes -= kept.popitem(last=False)[1].bytes
 
 
 def _STOP() -> None:

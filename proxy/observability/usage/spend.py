@@ -28,9 +28,11 @@ from policies.policy import tool_list
 from policies.prefix_cache import Block, Prompt, message_blocks, tools_block
 from policies.pricing import Price, PriceTable, Usage, cost
 from policies.tokens import REPLY_PRIMING, TokenCounter
+from proxy.observability.usage.attribution import CacheMiss
 from proxy.observability.usage.conversation import SESSION_HEADER, conversation_key
-from proxy.observability.usage.counterfactual import Counterfactuals
+from proxy.observability.usage.counterfactual import Attributed, Counterfactuals
 from proxy.observability.usage.estimate import Estimate, estimate, reasoning_tokens
+from proxy.observability.usage.sent_prompt import sent_prompt
 
 SESSION_HEADER_BYTES = SESSION_HEADER.encode()
 PRIMING_KEY = b"\0reply-priming"
@@ -51,6 +53,8 @@ class Sent:
     """`original`'s tokens, when curation counted them (`ExchangeRecord.counts`)."""
     counted_sent: int | None = None
     """Our count of the prompt that went upstream (`proxy.upstream.facts.sent_tokens`)."""
+    upstream: Sequence[Message] | None = None
+    """The messages that went upstream, when they are not `original` (curated, enforced)."""
 
     @classmethod
     def of(
@@ -63,11 +67,12 @@ class Sent:
         keys: Sequence[bytes | None] = (),
         counts: Sequence[int] = (),
         counted_sent: int | None = None,
+        upstream: Sequence[Message] | None = None,
     ) -> Sent:
         """From the exchange: the session header, and the usage the upstream reported."""
         raw = next((v for n, v in headers if n.lower() == SESSION_HEADER_BYTES), None)
         session = raw.decode("latin-1") if raw is not None else None
-        return cls(model, body, original, session, usage, keys, counts, counted_sent)
+        return cls(model, body, original, session, usage, keys, counts, counted_sent, upstream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,10 @@ class Counterfactual:
     """Set when `uncurated.input` is an estimate (encrypted reasoning): its range."""
     range_usd: tuple[float, float] | None = None
     """`uncurated_usd` at the estimate's low and high ends."""
+    cache: CacheMiss | None = None
+    """Why this turn's cache missed, against its conversation's last turn (`attribution`)."""
+    rebill_usd: float | None = None
+    """What one re-billed token cost: the input price less the cached one (priced models)."""
 
 
 class Deferred:
@@ -165,13 +174,13 @@ def _counterfactual(
     # Without messages (a passthrough) nothing is matched against the history: the key
     # matters only as the client's session, so no digest is made.
     key = conversation_key(sent.session, original) if original or sent.session else ""
-    uncurated, found = None, None
+    uncurated, found, miss = None, None, None
     if original:
         tools = tool_list(sent.body or {})  # as the budget counts them: the same prompt
         measured = (sent.keys, sent.counts)
         last = isinstance((sent.body or {}).get(CACHE_CONTROL), dict)  # Anthropic's automatic
         prompt = uncurated_prompt(original, counter, model, tools, history, *measured, last)
-        cached = history.cached_tokens(key, model, prompt, cache_partition(sent.body))
+        cached, miss = _attribute(sent, prompt, counter, model, key, history, bool(tools))
         output = sent.usage.output if sent.usage is not None else 0
         reasoning = sent.usage.reasoning if sent.usage is not None else 0
         found = _estimate(sent, counter, model, prompt.tokens)
@@ -186,7 +195,28 @@ def _counterfactual(
             span = (cost(ends[0], price), cost(ends[1], price))
     window, encoding = history.memo((counter, model), lambda: _model_facts(counter, model))
     session = key if sent.session else None
-    return Counterfactual(key, session, uncurated, dollars, window, encoding, found, span)
+    rebill = None if price is None else (price.input - price.cached_input) / 1e6
+    facts = (window, encoding, found, span, miss, rebill)
+    return Counterfactual(key, session, uncurated, dollars, *facts)
+
+
+def _attribute(
+    sent: Sent,
+    prompt: Prompt,
+    counter: TokenCounter,
+    model: str,
+    key: str,
+    history: Counterfactuals,
+    tools: bool,
+) -> tuple[int, CacheMiss]:
+    """The client prompt's counterfactual cached tokens, and the turn's cache attribution."""
+    upstream: Prompt = prompt
+    origins: Sequence[int] = range(len(prompt.blocks))
+    if sent.upstream is not None and sent.original is not None:
+        upstream, origins = sent_prompt(prompt, sent.original, sent.upstream, counter, model)
+    reported = sent.usage.cached if sent.usage is not None else None
+    turn = Attributed(prompt, upstream, origins, reported, tools, cache_partition(sent.body))
+    return history.attribute(key, model, turn)
 
 
 def _writes(usage: Usage | None, uncached: int) -> tuple[int, int]:
