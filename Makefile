@@ -18,9 +18,10 @@ $(VENV)/.installed-serve: pyproject.toml | $(BIN)/python
 	@touch $@
 
 # `make setup`, `lint`, `test`, `bench`, `docs`: plus the test extra (pytest, ruff, mypy,
-# build, ...) and the docs extra (MkDocs with Material: the tests build the site too).
+# build, ...), the docs extra (MkDocs with Material: the tests build the site too) and the
+# recipes extra (the client libraries README's recipes use: the tests run those recipes).
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[$(SERVE_EXTRAS),test,docs]'
+	$(BIN)/pip install -q -e '.[$(SERVE_EXTRAS),test,docs,recipes]'
 	@touch $@ $(VENV)/.installed-serve
 
 setup: $(VENV)/.installed-test

@@ -56,7 +56,7 @@ def placements(pin: bool) -> tuple[Placement, Placement]:
     """(server under test, everything else): the server gets a core of its own.
 
     On 2 cores the load generator and the upstream share the other core, so they still
-    compete with each other; the README reports that caveat with the figures.
+    compete with each other; docs/performance.md reports that caveat with the figures.
     """
     cpus = sorted(os.sched_getaffinity(0))
     if not pin or len(cpus) < 2:

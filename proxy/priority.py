@@ -163,7 +163,7 @@ class Turns:
     (`python -m bench.turns_bench`, one core): beside one busy thread no loop tick was over
     1.2 ms late; beside two, ~11% of ticks were over 5 ms late, the worst 10 ms; with the
     two taking turns, 0.1%. On the `hol` bench case, loop ticks over 5 ms late 13-22 -> 2-7
-    of ~895 (README, Performance).
+    of ~895 (docs/performance-history.md).
     """
 
     __slots__ = ("_cond", "_longest", "_next", "_serving", "_since", "_skipped")

@@ -1,5 +1,5 @@
 """`make run` installs what serving needs, as the Docker image does; `make test` adds the
-`test` and `docs` extras. Read from `make -n` (nothing is run) into a venv path that does
+`test`, `docs` and `recipes` extras. Read from `make -n` (nothing is run) into a venv path that does
 not exist."""
 
 from __future__ import annotations
@@ -45,4 +45,5 @@ def test_make_run_installs_only_what_the_image_serves_with(tmp_path: Path) -> No
 
 
 def test_make_test_installs_the_test_extra_too(tmp_path: Path) -> None:
-    assert _installed_extras("test", tmp_path / "venv") == [_image_extras() | {"test", "docs"}]
+    extras = [_image_extras() | {"test", "docs", "recipes"}]
+    assert _installed_extras("test", tmp_path / "venv") == extras

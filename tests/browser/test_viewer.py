@@ -23,7 +23,7 @@ from tests.browser.traffic import ADMIN_KEY, SCRIPT, SECRET, Traffic
 pytestmark = pytest.mark.e2e
 WAIT_S = 10
 README_SHOT = Path(__file__).parents[2] / "docs" / "viewer-request.png"
-"""Rewritten when CURATOR_UPDATE_SCREENSHOTS=1 (for the README)."""
+"""Rewritten when CURATOR_UPDATE_SCREENSHOTS=1 (docs/audit.md shows it)."""
 
 
 def wait(driver: Any, condition: Any) -> Any:

@@ -7,7 +7,7 @@ interrupts the event loop. For a small record that costs the loop more than buil
 Measured on small passthrough requests, flat out, the server on one core: handing every
 record to the thread meant ~0.4 forced context switches of the loop a request, against ~0.1
 with small records built here; 484-523 against 416-448 us of CPU a request, and ~15% fewer
-requests a second (README, Performance).
+requests a second (docs/performance-history.md).
 
 A record of a ~2 KB request builds in ~30 us, and in ~70-160 us at 4 KB with every message
 never seen; it is the never-seen text that costs (~1 ms for 18 KB), so bigger records stay
