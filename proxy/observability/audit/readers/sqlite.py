@@ -34,6 +34,12 @@ class SqliteReader:
         uri = Path(path).absolute().as_uri() + "?mode=ro"
         self._conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000)
         self._roles: dict[bytes, object] = {}
+        # The writer creates the file a moment before its tables: read that as "nothing yet",
+        # as the PostgreSQL reader does, not as "no such table: records".
+        tables = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'records'"
+        if self._conn.execute(tables).fetchone() is None:
+            self._conn.close()
+            raise FileNotFoundError(f"no audit store at {path} (nothing written yet)")
 
     def summaries(self, *, limit: int, route: str | None = None) -> list[dict[str, Any]]:
         """The newest records, newest first, without their messages."""
