@@ -20,7 +20,7 @@ from typing import Any, LiteralString
 import orjson
 import psycopg
 
-from proxy.observability.audit.readers.base import resolve_tools, stored_summary
+from proxy.observability.audit.readers.base import StoredRow, resolve_tools, stored_summary
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -74,6 +74,12 @@ class PostgresReader:
 
     def between(self, since: float, until: float | None = None) -> Iterator[dict[str, Any]]:
         """Full records with since <= time < until, oldest first, a chunk at a time."""
+        for row in self.stored_rows(since, until):
+            yield self._full(row.fields, row.original, row.curated)
+
+    def stored_rows(self, since: float, until: float | None = None) -> Iterator[StoredRow]:
+        """Records as stored, since <= time < until, oldest first (`ContentStore`), a
+        chunk at a time: a chunk is what is held, not the range."""
         end = float("inf") if until is None else until
         after = (since, b"")
         while True:
@@ -83,11 +89,17 @@ class PostgresReader:
                 "ORDER BY time, uid LIMIT %s",
                 (*after, since, end, CHUNK),
             )
-            for _, _, fields, original, curated in rows:
-                yield self._full(fields, original, curated)
+            for when, _, fields, original, curated in rows:
+                yield StoredRow(when, fields, original, curated)
             if len(rows) < CHUNK:
                 return
             after = (rows[-1][0], rows[-1][1])
+
+    def bodies(self, digests: list[bytes]) -> dict[bytes, bytes]:
+        rows = self._rows(
+            "SELECT hash, body FROM audit_messages WHERE hash = ANY(%s::bytea[])", (digests,)
+        )
+        return {bytes(digest): bytes(body) for digest, body in rows}
 
     def search(self, query: Query) -> Page:
         """One page of the records `query` selects, newest first (the viewer)."""
@@ -132,13 +144,7 @@ class PostgresReader:
         return record
 
     def _messages(self, digests: list[bytes]) -> list[Any]:
-        unique = list(dict.fromkeys(digests))
-        found = {
-            digest: orjson.loads(body)
-            for digest, body in self._rows(
-                "SELECT hash, body FROM audit_messages WHERE hash = ANY(%s::bytea[])", (unique,)
-            )
-        }
+        found = {d: orjson.loads(b) for d, b in self.bodies(list(dict.fromkeys(digests))).items()}
         return [found.get(d, {"missing": d.hex()}) for d in digests]
 
     def _rows(

@@ -12,7 +12,7 @@ import orjson
 
 from policies.messages import text_of
 from proxy.observability.audit.readers.aggregate import GroupRow, sqlite_groups
-from proxy.observability.audit.readers.base import resolve_tools, stored_summary
+from proxy.observability.audit.readers.base import StoredRow, resolve_tools, stored_summary
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -71,6 +71,29 @@ class SqliteReader:
         )
         for row in cursor:
             yield self._full(*row)
+
+    def stored_rows(self, since: float, until: float | None = None) -> Iterator[StoredRow]:
+        """Records as stored, since <= time < until, oldest first (`ContentStore`)."""
+        end = float("inf") if until is None else until
+        cursor = self._conn.execute(
+            "SELECT time, fields, original, curated FROM records WHERE time >= ? AND time < ? "
+            "ORDER BY time, seq",
+            (since, end),
+        )
+        for row in cursor:
+            yield StoredRow(*row)
+
+    def bodies(self, digests: list[bytes]) -> dict[bytes, bytes]:
+        found: dict[bytes, bytes] = {}
+        for i in range(0, len(digests), 500):
+            chunk = digests[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                self._conn.execute(
+                    f"SELECT hash, body FROM messages WHERE hash IN ({marks})", chunk
+                ).fetchall()
+            )
+        return found
 
     def grouped(self, since: float, until: float | None) -> list[GroupRow]:
         """`curator report`'s totals by route, policy, model and day, summed in SQL."""
@@ -182,15 +205,7 @@ class SqliteReader:
         return record
 
     def _messages(self, digests: list[bytes]) -> list[Any]:
-        found: dict[bytes, Any] = {}
-        unique = list(dict.fromkeys(digests))
-        for i in range(0, len(unique), 500):
-            chunk = unique[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            for digest, body in self._conn.execute(
-                f"SELECT hash, body FROM messages WHERE hash IN ({marks})", chunk
-            ):
-                found[digest] = orjson.loads(body)
+        found = {d: orjson.loads(b) for d, b in self.bodies(list(dict.fromkeys(digests))).items()}
         return [found.get(d, {"missing": d.hex()}) for d in digests]
 
     def close(self) -> None:
