@@ -69,6 +69,23 @@ class ContentStore(Protocol):
         ...
 
 
+@runtime_checkable
+class Aggregating(Protocol):
+    """A store that adds `curator report`'s figures up itself (SQL GROUP BY) and reads one
+    conversation's record fields without its messages."""
+
+    def grouped(self, since: float, until: float | None) -> list[tuple[Any, ...]]:
+        """Totals per route, policy, model and day (`readers.aggregate.GroupRow`)."""
+        ...
+
+    def conversation_fields(
+        self, key: str, since: float, until: float | None
+    ) -> Iterator[dict[str, Any]]:
+        """The fields of the client records (no summarizer calls) of the conversations
+        whose key starts with `key`, oldest first, without their messages."""
+        ...
+
+
 Opener = Callable[[str, Mapping[str, Any]], Store]
 """(location, the sink's parsed options) -> an open reader."""
 

@@ -20,6 +20,8 @@ from typing import Any, LiteralString
 import orjson
 import psycopg
 
+from proxy.observability.audit.readers.aggregate import GroupRow, typed_row
+from proxy.observability.audit.readers.aggregate_postgres import POSTGRES_GROUPS
 from proxy.observability.audit.readers.base import StoredRow, resolve_tools, stored_summary
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
@@ -29,6 +31,7 @@ from proxy.observability.audit.readers.query import (
     Query,
     clamp,
     matches,
+    record_conversation,
     sql_where,
     summary,
 )
@@ -100,6 +103,33 @@ class PostgresReader:
             "SELECT hash, body FROM audit_messages WHERE hash = ANY(%s::bytea[])", (digests,)
         )
         return {bytes(digest): bytes(body) for digest, body in rows}
+
+    def grouped(self, since: float, until: float | None) -> list[GroupRow]:
+        """`curator report`'s totals by route, policy, model and day, summed in SQL."""
+        end = float("inf") if until is None else until
+        return [typed_row(r) for r in self._rows(POSTGRES_GROUPS, (since, end))]
+
+    def conversation_fields(
+        self, key: str, since: float, until: float | None
+    ) -> Iterator[dict[str, Any]]:
+        """`Aggregating.conversation_fields`: the conversation compared in SQL; an older
+        record naming none is read whole, its key derived as the viewer derives it."""
+        end = float("inf") if until is None else until
+        rows = self._rows(
+            "SELECT fields, original, curated FROM (SELECT time, uid, fields, original, curated, "
+            "replace(convert_from(fields, 'UTF8'), '\\u0000', '\\ufffd')::jsonb "
+            "->> 'conversation' AS named FROM audit_records WHERE time >= %s AND time < %s "
+            "AND kind <> 'summarizer') AS r WHERE left(named, %s) = %s "
+            "OR coalesce(named, '') = '' ORDER BY time, uid",
+            (since, end, len(key), key),
+        )
+        for fields, original, curated in rows:
+            row = resolve_tools(orjson.loads(fields), None)
+            found = row.get("conversation")
+            if not (isinstance(found, str) and found):
+                found = record_conversation(self._full(fields, original, curated))
+            if found.startswith(key):
+                yield row
 
     def search(self, query: Query) -> Page:
         """One page of the records `query` selects, newest first (the viewer)."""

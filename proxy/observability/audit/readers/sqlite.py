@@ -99,6 +99,28 @@ class SqliteReader:
         """`curator report`'s totals by route, policy, model and day, summed in SQL."""
         return sqlite_groups(self._conn, since, until)
 
+    def conversation_fields(
+        self, key: str, since: float, until: float | None
+    ) -> Iterator[dict[str, Any]]:
+        """`Aggregating.conversation_fields`: one conversation's records as summaries, the
+        conversation they name compared in SQL (older records, naming none, by their first
+        messages' digests and roles)."""
+        end = float("inf") if until is None else until
+        named = "json_extract(CAST(fields AS TEXT), '$.conversation')"
+        cursor = self._conn.execute(
+            "SELECT fields, original FROM records WHERE time >= ? AND time < ? "
+            f"AND kind != 'summarizer' AND (substr({named}, 1, ?) = ? "
+            f"OR coalesce({named}, '') = '') ORDER BY time, seq",
+            (since, end, len(key), key),
+        )
+        for fields, original in cursor:
+            row = resolve_tools(orjson.loads(fields), None)
+            found = row.get("conversation")
+            if not (isinstance(found, str) and found):
+                found = self._conversation(split_digests(original))
+            if found.startswith(key):
+                yield row
+
     def search(self, query: Query) -> Page:
         """One page of the records `query` selects, newest first.
 
