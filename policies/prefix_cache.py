@@ -146,18 +146,32 @@ class PrefixCache:
 
     def price(self, prompts: Iterable[Prompt]) -> SequenceCost:
         """The cost of each prompt, sent in this order, each after all the earlier ones."""
+        pricer = Pricer(self)
+        return SequenceCost(tuple(pricer.add(prompt) for prompt in prompts))
+
+
+class Pricer:
+    """`PrefixCache.price` one prompt at a time, for a sequence read as it goes (`curator
+    simulate` streams): what it holds is the trie of block paths seen, one entry for each
+    block that did not extend a known path (an agent's turn adds its new messages)."""
+
+    __slots__ = ("_cache", "_seen")
+
+    def __init__(self, cache: PrefixCache) -> None:
+        self._cache = cache
         # A trie of every block path seen so far: (parent node, block key) -> node.
-        seen: dict[tuple[int, bytes], int] = {}
-        costs: list[RequestCost] = []
-        for prompt in prompts:
-            node, shared, matching = 0, 0, True
-            for block in prompt.blocks:
-                child = seen.get((node, block.key)) if matching else None
-                if child is None:
-                    matching = False
-                    child = seen[(node, block.key)] = len(seen) + 1
-                else:
-                    shared += block.tokens
-                node = child
-            costs.append(self.cost(prompt.tokens, self.cacheable(shared)))
-        return SequenceCost(tuple(costs))
+        self._seen: dict[tuple[int, bytes], int] = {}
+
+    def add(self, prompt: Prompt) -> RequestCost:
+        """The cost of `prompt`, sent after every prompt added before it."""
+        seen = self._seen
+        node, shared, matching = 0, 0, True
+        for block in prompt.blocks:
+            child = seen.get((node, block.key)) if matching else None
+            if child is None:
+                matching = False
+                child = seen[(node, block.key)] = len(seen) + 1
+            else:
+                shared += block.tokens
+            node = child
+        return self._cache.cost(prompt.tokens, self._cache.cacheable(shared))
