@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,64 +56,51 @@ def measure(tree: Path, args: Sequence[str], out: Path | None = None) -> Measure
     return Measured(seconds, usage.ru_maxrss / 1024, size)
 
 
-def rows(args: argparse.Namespace, work: Path) -> list[tuple[str, str, str]]:
-    """(what, code, figure) rows."""
+def rows(args: argparse.Namespace, work: Path) -> Iterator[tuple[str, str, str]]:
+    """(what, code, figure) rows, each as soon as it is measured."""
     store = work / "agent.db"
     started = time.monotonic()
     count = write_store(str(store), args.agents, args.turns, args.tokens)
-    found = [("store: records written", "-", f"{count} in {time.monotonic() - started:.0f} s")]
-    found.append(("store: SQLite size", "-", _mb(store.stat().st_size)))
+    yield ("store: records written", "-", f"{count} in {time.monotonic() - started:.0f} s")
+    yield ("store: SQLite size", "-", _mb(store.stat().st_size))
     trees = [("after", REPO)] + ([("before", Path(args.before))] if args.before else [])
     db = ("--path", str(store))
     for label, tree in trees:
         jsonl = measure(tree, ["audit", "export", *SINCE, *db], work / f"{label}.jsonl")
-        found.append(("export JSONL", label, _figure(jsonl, size=True)))
+        yield ("export JSONL", label, _figure(jsonl, size=True))
         (work / f"{label}.jsonl").unlink()
     bundle = work / "agent.bundle.gz"
     done = measure(REPO, ["audit", "export", *SINCE, *db, "--format", "bundle", "-o", str(bundle)])
-    found.append(("export bundle", "after", _figure(done) + f", {_mb(bundle.stat().st_size)}"))
+    yield ("export bundle", "after", _figure(done) + f", {_mb(bundle.stat().st_size)}")
     copy = work / "copy.db"
-    found.append(
-        (
-            "import bundle, SQLite",
-            "after",
-            _figure(measure(REPO, ["audit", "import", str(bundle), "--path", str(copy)])),
-        )
-    )
+    loaded = measure(REPO, ["audit", "import", str(bundle), "--path", str(copy)])
+    yield ("import bundle, SQLite", "after", _figure(loaded))
     for label, tree in trees:
         summary = ["--summary"] if label == "after" else []
         sim = measure(tree, ["simulate", "--policy", "preset:default", *SINCE, *db, *summary])
-        found.append(("simulate (preset:default)", label, _figure(sim)))
-        found.append(("report", label, _figure(measure(tree, ["report", *SINCE, *db]))))
+        yield ("simulate (preset:default)", label, _figure(sim))
+        yield ("report", label, _figure(measure(tree, ["report", *SINCE, *db])))
         one = ["report", *SINCE, *db, "--conversation", "agent-0"]
-        found.append(("report --conversation", label, _figure(measure(tree, one))))
+        yield ("report --conversation", label, _figure(measure(tree, one)))
     if args.dsn:
         pg = ("--path", args.dsn)
-        found.append(
-            (
-                "import bundle, PostgreSQL",
-                "after",
-                _figure(measure(REPO, ["audit", "import", str(bundle), *pg])),
-            )
-        )
+        loaded = measure(REPO, ["audit", "import", str(bundle), *pg])
+        yield ("import bundle, PostgreSQL", "after", _figure(loaded))
         for label, tree in trees:
-            found.append(
-                ("report, PostgreSQL", label, _figure(measure(tree, ["report", *SINCE, *pg])))
-            )
+            yield ("report, PostgreSQL", label, _figure(measure(tree, ["report", *SINCE, *pg])))
             one = ["report", *SINCE, *pg, "--conversation", "agent-0"]
-            found.append(("report --conversation, PostgreSQL", label, _figure(measure(tree, one))))
+            yield ("report --conversation, PostgreSQL", label, _figure(measure(tree, one)))
     if args.million and args.million_dsn:
         million_postgres(args.million_dsn, args.million)
         for label, tree in trees:
             run = measure(tree, ["report", *SINCE, "--path", args.million_dsn])
-            found.append((f"report, {args.million:,} records, PostgreSQL", label, _figure(run)))
+            yield (f"report, {args.million:,} records, PostgreSQL", label, _figure(run))
     if args.million:
         big = work / "million.db"
         million(str(big), args.million)
         for label, tree in trees:
             run = measure(tree, ["report", *SINCE, "--path", str(big)])
-            found.append((f"report, {args.million:,} records, SQLite", label, _figure(run)))
-    return found
+            yield (f"report, {args.million:,} records, SQLite", label, _figure(run))
 
 
 def _figure(run: Measured, *, size: bool = False) -> str:

@@ -14,6 +14,7 @@ The connection is read-only (it works against a hot standby) and autocommit, so 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any, LiteralString
 
@@ -40,6 +41,9 @@ from proxy.observability.audit.sinks.base import StoreUnavailable, split_digests
 
 _FULL = "SELECT fields, original, curated FROM audit_records "
 CHUNK = 1000
+REPORT_TIMEOUT_S = 600
+"""A report's statements (`grouped`, `conversation_fields`) may run this long: adding up a
+million records takes longer than the writer's `timeout_s`, which the connection has."""
 
 
 class PostgresReader:
@@ -107,7 +111,8 @@ class PostgresReader:
     def grouped(self, since: float, until: float | None) -> list[GroupRow]:
         """`curator report`'s totals by route, policy, model and day, summed in SQL."""
         end = float("inf") if until is None else until
-        return [typed_row(r) for r in self._rows(POSTGRES_GROUPS, (since, end))]
+        with self._patient():
+            return [typed_row(r) for r in self._rows(POSTGRES_GROUPS, (since, end))]
 
     def conversation_fields(
         self, key: str, since: float, until: float | None
@@ -115,14 +120,8 @@ class PostgresReader:
         """`Aggregating.conversation_fields`: the conversation compared in SQL; an older
         record naming none is read whole, its key derived as the viewer derives it."""
         end = float("inf") if until is None else until
-        rows = self._rows(
-            "SELECT fields, original, curated FROM (SELECT time, uid, fields, original, curated, "
-            "replace(convert_from(fields, 'UTF8'), '\\u0000', '\\ufffd')::jsonb "
-            "->> 'conversation' AS named FROM audit_records WHERE time >= %s AND time < %s "
-            "AND kind <> 'summarizer') AS r WHERE left(named, %s) = %s "
-            "OR coalesce(named, '') = '' ORDER BY time, uid",
-            (since, end, len(key), key),
-        )
+        with self._patient():
+            rows = self._conversation_rows(key, since, end)
         for fields, original, curated in rows:
             row = resolve_tools(orjson.loads(fields), None)
             found = row.get("conversation")
@@ -130,6 +129,26 @@ class PostgresReader:
                 found = record_conversation(self._full(fields, original, curated))
             if found.startswith(key):
                 yield row
+
+    def _conversation_rows(self, key: str, since: float, end: float) -> list[tuple[Any, ...]]:
+        return self._rows(
+            "SELECT fields, original, curated FROM (SELECT time, uid, fields, original, curated, "
+            "replace(convert_from(fields, 'UTF8'), '\\u0000', '\\ufffd')::jsonb "
+            "->> 'conversation' AS named FROM audit_records WHERE time >= %s AND time < %s "
+            "AND kind <> 'summarizer' OFFSET 0) AS r WHERE left(named, %s) = %s "
+            "OR coalesce(named, '') = '' ORDER BY time, uid",
+            (since, end, len(key), key),
+        )
+
+    @contextlib.contextmanager
+    def _patient(self) -> Iterator[None]:
+        """`REPORT_TIMEOUT_S` as the statement timeout meanwhile, then the one before."""
+        before = self._rows("SHOW statement_timeout")[0][0]
+        self._rows("SELECT set_config('statement_timeout', %s, false)", (f"{REPORT_TIMEOUT_S}s",))
+        try:
+            yield
+        finally:
+            self._rows("SELECT set_config('statement_timeout', %s, false)", (before,))
 
     def search(self, query: Query) -> Page:
         """One page of the records `query` selects, newest first (the viewer)."""
