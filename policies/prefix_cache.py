@@ -194,12 +194,8 @@ class PrefixCache:
 
     def price(self, prompts: Iterable[Prompt]) -> SequenceCost:
         """The cost of each prompt, sent in this order, each after all the earlier ones."""
-        seen: Edges = {}
-        written: set[int] = set()
-        costs: list[RequestCost] = []
-        for prompt in prompts:
-            costs.append(self.cost(prompt.tokens, self.cached(seen, written, prompt)))
-        return SequenceCost(tuple(costs))
+        pricer = Pricer(self)
+        return SequenceCost(tuple(pricer.add(prompt) for prompt in prompts))
 
     def cached(self, seen: Edges, written: set[int], prompt: Prompt) -> int:
         """`prompt`'s cached tokens after the prompts in `seen` (those of them a client's
@@ -207,3 +203,22 @@ class PrefixCache:
         if prompt.explicit:
             return breakpoint_cache.read(seen, written, prompt.blocks, self.min_tokens)
         return self.cacheable(path(seen, prompt.blocks)[1])
+
+
+class Pricer:
+    """`PrefixCache.price` one prompt at a time, for a sequence read as it goes (`curator
+    simulate` streams): what it holds is the trie of block paths seen, one entry for each
+    block that did not extend a known path (an agent's turn adds its new messages), and the
+    nodes a client's breakpoint wrote."""
+
+    __slots__ = ("_cache", "_seen", "_written")
+
+    def __init__(self, cache: PrefixCache) -> None:
+        self._cache = cache
+        self._seen: Edges = {}
+        self._written: set[int] = set()
+
+    def add(self, prompt: Prompt) -> RequestCost:
+        """The cost of `prompt`, sent after every prompt added before it."""
+        cached = self._cache.cached(self._seen, self._written, prompt)
+        return self._cache.cost(prompt.tokens, cached)

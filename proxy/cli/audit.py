@@ -1,4 +1,4 @@
-"""`curator audit list | show | diff | export | migrate | serve`: read the audit log.
+"""`curator audit list | show | diff | export | import | migrate | serve`: read the audit log.
 
 Each subcommand reads the store named by `--path` (a SQLite file, a JSONL file, or a
 postgresql:// URL), or else by the `audit:` section of `--config` (default ./config.yaml,
@@ -25,11 +25,13 @@ import orjson
 
 from policies.errors import ConfigError
 from policies.yamlsrc import parse_file
-from proxy.cli import audit_serve
+from proxy.cli import audit_bundle, audit_serve
+from proxy.cli.audit_bundle import Refused
 from proxy.cli.audit_render import render_diff, render_record, render_table
 from proxy.config.audit import AuditConfig, masked_location, parse_audit
+from proxy.observability.audit.bundle.format import BundleError
 from proxy.observability.audit.readers.base import Store
-from proxy.observability.audit.readers.query import record_conversation, time_window
+from proxy.observability.audit.readers.query import record_conversation
 from proxy.observability.audit.readers.registry import READERS, open_reader, reader_for
 from proxy.observability.audit.sinks.base import StoreUnavailable
 from proxy.observability.audit.sinks.migrations import SchemaTooNew
@@ -81,10 +83,9 @@ def add_subparsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     diff = commands.add_parser("diff", parents=[common], help="what curation removed, and who")
     diff.add_argument("id", help="a request id (x-curator-request-id), or a unique prefix")
     diff.set_defaults(func=run_diff)
-    export = commands.add_parser("export", parents=[common], help="records as JSONL on stdout")
-    export.add_argument("--since", required=True, help="ISO time, or a duration ago: 1h, 2d")
-    export.add_argument("--until", help="ISO time, or a duration ago (default: now)")
+    export, load = audit_bundle.add_parsers(commands, common)
     export.set_defaults(func=run_export)
+    load.set_defaults(func=run_import)
     migrate = commands.add_parser(
         "migrate", parents=[common], help="bring the store's schema up to date (also done at start)"
     )
@@ -104,7 +105,7 @@ def handled_as(command: str) -> Callable[[Handler], Handler]:
         def handler(args: argparse.Namespace) -> int:
             try:
                 return run(args)
-            except (UsageError, LookupError, FileNotFoundError) as exc:
+            except (UsageError, LookupError, FileNotFoundError, Refused, BundleError) as exc:
                 return _fail(str(exc), command)
             except (sqlite3.DatabaseError, StoreUnavailable, SchemaTooNew) as exc:
                 return _fail(f"cannot read the audit store: {exc}", command)
@@ -174,13 +175,18 @@ def run_diff(args: argparse.Namespace) -> int:
 
 @handled
 def run_export(args: argparse.Namespace) -> int:
-    try:
-        since, until = time_window(args.since, args.until)
-    except ValueError as exc:
-        return _fail(str(exc))
     with open_store(args) as store:
-        for record in store.between(since, until):
-            _print(orjson.dumps(record).decode())
+        done = audit_bundle.export(args, store)
+    if done:
+        sys.stderr.write(f"curator audit export: {done}\n")
+    return 0
+
+
+@handled
+def run_import(args: argparse.Namespace) -> int:
+    target = audit_target(args.config, args.path, args.sink)
+    done = audit_bundle.load(args, target.location, target.sink, target.options)
+    sys.stderr.write(f"curator audit import: {done}\n")
     return 0
 
 

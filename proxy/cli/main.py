@@ -110,6 +110,11 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     simulate.add_argument("--diff", action="store_true", help="show a diff of the messages")
     simulate.add_argument("--json", action="store_true", help="print JSON for machines")
     simulate.add_argument(
+        "--summary",
+        action="store_true",
+        help="totals per route and policy instead of a report per request",
+    )
+    simulate.add_argument(
         "--allow-calls",
         action="store_true",
         help="let a summarizer call its model (else a placeholder stands in for the summary)",
@@ -252,6 +257,7 @@ def _simulate(args: argparse.Namespace) -> int:
         cached_price=args.cached_price,
         diff=args.diff,
         json=args.json,
+        summary=args.summary,
         store=store,
     )
     return simulate.run(config, options)

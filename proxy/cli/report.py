@@ -26,9 +26,9 @@ import orjson
 from proxy.cli.audit import UsageError, conversation_of, handled_as, open_store
 from proxy.cli.report_cache import cache_report
 from proxy.observability.audit.metadata import SUMMARIZER
+from proxy.observability.audit.readers.base import Aggregating
 from proxy.observability.audit.readers.query import time_window
 from proxy.observability.audit.readers.registry import READERS
-from proxy.observability.audit.readers.sqlite import SqliteReader
 
 DEFAULT_SINCE = "7d"
 
@@ -152,8 +152,12 @@ def run(args: argparse.Namespace) -> int:
             records = client_records(store.between(since, until), args.conversation)
             sys.stdout.write(cache_report(records, bool(args.conversation), args.json) + "\n")
             return 0
-        if isinstance(store, SqliteReader) and not args.conversation:
-            rows = sorted_rows(Row(*g) for g in store.grouped(since, until))
+        if isinstance(store, Aggregating):
+            # The database adds up; a conversation's records come without their messages.
+            if args.conversation:
+                rows = turns(store.conversation_fields(args.conversation, since, until))
+            else:
+                rows = sorted_rows(Row(*g) for g in store.grouped(since, until))
         else:
             records = client_records(store.between(since, until), args.conversation)
             rows = turns(records) if args.conversation else grouped(records)

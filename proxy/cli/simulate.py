@@ -10,11 +10,12 @@ summarizer call its model; without it every summary is a clearly labelled placeh
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from policies.errors import ConfigError, ContextOverflow
@@ -22,14 +23,16 @@ from policies.loader import PRESET_PREFIX, load_preset
 from policies.messages import Message
 from policies.models import ModelInfo, ModelTable
 from policies.policy import Policy
-from policies.prefix_cache import PrefixCache, prompt_of
+from policies.prefix_cache import PrefixCache, Pricer, prompt_of
 from policies.summary_cache import MEMORY, MemoryCache
 from policies.summary_io import Completion, Services, SummaryRequest, SummaryStats
 from policies.tokens import TokenCounter
-from proxy.cli.simulate_input import Request, SimulateError, read_requests
-from proxy.cli.simulate_model import Options, Report, SimulatedRequest
-from proxy.cli.simulate_render import render_json, render_text
+from proxy.cli.simulate_input import Request, SimulateError, stream_requests
+from proxy.cli.simulate_json import render_json
+from proxy.cli.simulate_model import Options, Priced, Report, SimulatedRequest
+from proxy.cli.simulate_render import render_text
 from proxy.cli.simulate_store import stored_requests
+from proxy.cli.simulate_summary import render_summary, render_summary_json
 from proxy.config.loader import Config
 from proxy.protocols.chat import CHAT
 from proxy.serving.routing import select_route
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 
     from proxy.upstream.client import UpstreamClient
 
+Renderer = Callable[[Iterable[Priced], Report, Options], Iterator[str]]
 PLACEHOLDER = "(placeholder from `curator simulate`: no model was called; pass --allow-calls)"
 
 
@@ -74,14 +78,24 @@ def _named_policy(config: Config, name: str) -> Policy:
     raise SimulateError(f"unknown policy {name!r} (policies: {known}; or preset:<name>)")
 
 
-async def simulate(
-    config: Config, options: Options, requests: Sequence[Request], services: Services
-) -> Report:
-    """Curate every request in order, then price both sequences with the prefix-cache model."""
-    counter = TokenCounter(recorded_models(config.models, requests))
-    outcomes: list[SimulatedRequest] = []
+def simulate(
+    config: Config,
+    options: Options,
+    requests: Iterable[Request],
+    services: Services,
+    runner: asyncio.Runner,
+) -> Iterator[Priced]:
+    """Curate each request in order as it is read, and price it as sent and as curated
+    with the prefix-cache model (after every request before it). What is held between
+    requests: the token counter's and the summary cache's bounded caches, the pricers'
+    tries (`Pricer`), and one policy per model."""
+    counter = TokenCounter(config.models)
+    models = RecordedModels(config.models)
     chosen: dict[str, tuple[str | None, str, Policy]] = {}  # by model: presets load once
+    pricing = PrefixCache(cached_price=options.cached_price)
+    original, curated = Pricer(pricing), Pricer(pricing)
     for request in requests:
+        counter.models = models.seen(request)
         if options.model is not None:
             request = Request(request.line, {**request.body, "model": options.model})
         if request.model not in chosen:
@@ -94,29 +108,37 @@ async def simulate(
             policy.budget(request.body, counter),
             counter.count_messages(request.messages, request.model),
         )
-        outcomes.append(await _curate(outcome, policy, counter, services))
-    pricing = PrefixCache(cached_price=options.cached_price)
-    sent = [(o.request, o.request.messages, o.curated) for o in outcomes]
-    original = pricing.price(prompt_of(m, counter, r.model, r.tools) for r, m, _ in sent)
-    curated = pricing.price(prompt_of(c, counter, r.model, r.tools) for r, _, c in sent)
-    return Report(tuple(outcomes), original, curated, pricing)
+        outcome = runner.run(_curate(outcome, policy, counter, services))
+        model, tools = request.model, request.tools
+        yield Priced(
+            outcome,
+            original.add(prompt_of(request.messages, counter, model, tools)),
+            curated.add(prompt_of(outcome.curated, counter, model, tools)),
+        )
 
 
-def recorded_models(models: ModelTable, requests: Sequence[Request]) -> ModelTable:
-    """`models`, with each model's window and encoding as the audit recorded them first:
-    the proxy may have resolved them otherwise than this config would (another config,
-    an upstream's own window)."""
-    recorded: dict[str, ModelInfo] = {}
-    for request in requests:
-        if request.context_window is None or request.model in recorded:
-            continue
-        info = models.lookup(request.model)
+class RecordedModels:
+    """The config's `models`, with each model's window and encoding as the audit recorded
+    them first: the proxy may have resolved them otherwise than this config would (another
+    config, an upstream's own window). Learnt as the requests go by."""
+
+    def __init__(self, models: ModelTable) -> None:
+        self._models = models
+        self._recorded: dict[str, ModelInfo] = {}
+        self.table = models
+
+    def seen(self, request: Request) -> ModelTable:
+        """The table, with `request`'s model as recorded if it is the first to say."""
+        if request.context_window is None or request.model in self._recorded:
+            return self.table
+        info = self._models.lookup(request.model)
         encoding = request.encoding or info.encoding
-        recorded[request.model] = ModelInfo(request.context_window, info.max_input_tokens, encoding)
-    if not recorded:
-        return models
-    exact = [(_literal_glob(model), info) for model, info in recorded.items()]
-    return ModelTable.with_overrides([*exact, *models.overrides])
+        self._recorded[request.model] = ModelInfo(
+            request.context_window, info.max_input_tokens, encoding
+        )
+        exact = [(_literal_glob(model), info) for model, info in self._recorded.items()]
+        self.table = ModelTable.with_overrides([*exact, *self._models.overrides])
+        return self.table
 
 
 def _literal_glob(name: str) -> str:
@@ -181,39 +203,46 @@ def calling_services(
 def run(
     config: Config, options: Options, *, transport: httpx.AsyncBaseTransport | None = None
 ) -> int:
-    """`curator simulate`: print the report; on bad input, one line on stderr and status 1."""
+    """`curator simulate`: print the report as it goes; on bad input, one line on stderr and
+    status 1 (a bad line stops the run there, after the requests before it were shown)."""
     try:
         if options.store is not None:
             requests = stored_requests(options.store)
         else:
-            requests = read_requests(options.input, _read(options.input))
-        report = asyncio.run(_simulate(config, options, requests, transport))
+            requests = stream_requests(options.input)
+        with asyncio.Runner() as runner, contextlib.ExitStack() as stack:
+            services = _services(config, options, transport, runner, stack)
+            priced = simulate(config, options, requests, services, runner)
+            first = next(priced, None)  # an input with no request says so before any output
+            stream = itertools.chain([] if first is None else [first], priced)
+            report = Report(PrefixCache(cached_price=options.cached_price))
+            for piece in _renderer(options)(stream, report, options):
+                sys.stdout.write(piece)
     except SimulateError as exc:
+        sys.stdout.flush()
         print(f"curator simulate: {exc}", file=sys.stderr)
         return 1
-    print(render_json(report, options) if options.json else render_text(report, options))
     return 0
 
 
-def _read(path: str) -> str:
-    try:
-        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SimulateError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise SimulateError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+def _renderer(options: Options) -> Renderer:
+    if options.summary:
+        return render_summary_json if options.json else render_summary
+    return render_json if options.json else render_text
 
 
-async def _simulate(
+def _services(
     config: Config,
     options: Options,
-    requests: Sequence[Request],
     transport: httpx.AsyncBaseTransport | None,
-) -> Report:
+    runner: asyncio.Runner,
+    stack: contextlib.ExitStack,
+) -> Services:
     if not options.allow_calls:
-        services = Services(complete=placeholder_complete, caches={MEMORY: MemoryCache()})
-        return await simulate(config, options, requests, services)
+        return Services(complete=placeholder_complete, caches={MEMORY: MemoryCache()})
     from proxy.upstream.connect import open_client  # only --allow-calls needs a client
 
-    async with open_client(transport) as client:
-        return await simulate(config, options, requests, calling_services(config, client))
+    opened = open_client(transport)
+    client = runner.run(opened.__aenter__())
+    stack.callback(lambda: runner.run(opened.__aexit__(None, None, None)))
+    return calling_services(config, client)

@@ -14,10 +14,13 @@ Audit records of summarizer calls are skipped: they are not client requests.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 from policies.messages import Message
 from proxy.protocols.responses.facts import budget_body
@@ -80,11 +83,90 @@ def read_requests(path: str, text: str) -> list[Request]:
 
 def requests_of_records(where: str, records: Iterable[Mapping[str, Any]]) -> list[Request]:
     """Audit records read from a store, as requests (summarizer calls left out)."""
-    found = [
+    return list(stream_records(where, records))
+
+
+def stream_records(where: str, records: Iterable[Mapping[str, Any]]) -> Iterator[Request]:
+    """`requests_of_records`, a record at a time."""
+    found = (
         _request(dict(record), f"{where}: record {record.get('id')}", number)
         for number, record in enumerate(records, 1)
-    ]
-    return _nonempty(where, found)
+    )
+    return _streamed(where, found)
+
+
+def stream_requests(path: str) -> Iterator[Request]:
+    """INPUT (a file, or "-" for stdin) as it is read: JSONL a line at a time (an agent's
+    400 records exported are over a GB), one JSON value whole (`read_requests`)."""
+    try:
+        with _opened(path) as handle:
+            head = _until_text(handle, [])
+            one = len(head)
+            if head and _is_object(head[-1]) and len(_until_text(handle, head)) > one:
+                lines = enumerate(itertools.chain(head, handle), 1)
+                yield from _streamed(path, (_line(path, n, text) for n, text in lines))
+            else:  # one value, or one object alone (read as it always was)
+                yield from read_requests(path, "".join(head) + handle.read())
+    except OSError as exc:
+        raise SimulateError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SimulateError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+@contextlib.contextmanager
+def _opened(path: str) -> Iterator[TextIO]:
+    if path == "-":
+        yield sys.stdin
+        return
+    with open(path, encoding="utf-8") as handle:
+        yield handle
+
+
+def _until_text(handle: TextIO, head: list[str]) -> list[str]:
+    """`head` and the lines read up to the next one that is not blank (or the end: then
+    none, the blank ones left out, so a longer `head` means one more line of text)."""
+    read: list[str] = []
+    for line in handle:
+        read.append(line)
+        if line.strip():
+            head += read
+            break
+    return head
+
+
+def _is_object(line: str) -> bool:
+    """A line holding a whole JSON object: JSONL (one value over many lines never is)."""
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def _line(path: str, number: int, line: str) -> Request | bool | None:
+    """One JSONL line's request; False for a blank line."""
+    if not line.strip():
+        return False
+    try:
+        item = json.loads(line.rstrip("\r\n"))  # a column past its end names its own line
+    except json.JSONDecodeError as exc:
+        where = f"{path}:{number}: invalid JSON (column {exc.colno})"
+        raise SimulateError(f"{where}: {exc.msg}") from None
+    return _request(item, f"{path}:{number}", number)
+
+
+def _streamed(path: str, found: Iterable[Request | bool | None]) -> Iterator[Request]:
+    """The requests; at the end, `_nonempty`'s complaint if there were none."""
+    seen = False
+    chat = False
+    for request in found:
+        if request is False:
+            continue
+        seen = True
+        if isinstance(request, Request):
+            chat = True
+            yield request
+    if not chat:
+        _nonempty(path, [None] if seen else [])
 
 
 def _read_jsonl(path: str, lines: Sequence[str]) -> list[Request]:

@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from array import array
+from dataclasses import dataclass, field
 
 from policies.chain import CurationResult
 from policies.messages import Message
 from policies.policy import Budget
-from policies.prefix_cache import DEFAULT_CACHED_PRICE, PrefixCache, SequenceCost
+from policies.prefix_cache import DEFAULT_CACHED_PRICE, PrefixCache, RequestCost
 from policies.summary_io import SummaryStats
 from proxy.cli.simulate_input import Request
 
@@ -29,6 +30,8 @@ class Options:
     cached_price: float = DEFAULT_CACHED_PRICE
     diff: bool = False
     json: bool = False
+    summary: bool = False
+    """Totals per route and policy instead of a report per request."""
     store: StoreQuery | None = None
     """Read the requests from an audit store (`--since`) instead of `input`."""
 
@@ -70,10 +73,65 @@ class SimulatedRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Report:
-    """Every request's outcome, and the prefix-cache price of both sequences."""
+class Priced:
+    """One simulated request, and the prefix-cache price of it as sent and as curated
+    (each after every request before it)."""
 
-    outcomes: tuple[SimulatedRequest, ...]
-    original: SequenceCost
-    curated: SequenceCost
+    outcome: SimulatedRequest
+    original: RequestCost
+    curated: RequestCost
+
+
+@dataclass(slots=True)
+class CostTotal:
+    """Costs of a sequence of requests, added up."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def hit_ratio(self) -> float:
+        return self.cached_tokens / self.input_tokens if self.input_tokens else 0.0
+
+    def add(self, cost: RequestCost) -> None:
+        self.input_tokens += cost.input_tokens
+        self.cached_tokens += cost.cached_tokens
+        self.cost += cost.cost
+
+
+@dataclass(slots=True)
+class Report:
+    """The totals of the requests simulated so far, added up as they go by: what a report
+    holds does not grow with them, but for 8 bytes per over-budget request (the median of
+    their budget use)."""
+
     pricing: PrefixCache
+    requests: int = 0
+    rejected: int = 0
+    skipped: int = 0
+    tokens_before: int = 0
+    """Of the requests curated (neither rejected nor skipped), as `tokens_after`."""
+    tokens_after: int = 0
+    actions: dict[str, int] = field(default_factory=dict)
+    """Actions per curator, in the order curators first acted."""
+    shares: array[float] = field(default_factory=lambda: array("d"))
+    """Budget use of each request that arrived over its budget."""
+    original: CostTotal = field(default_factory=CostTotal)
+    curated: CostTotal = field(default_factory=CostTotal)
+
+    def add(self, priced: Priced) -> None:
+        outcome, result = priced.outcome, priced.outcome.result
+        self.requests += 1
+        self.rejected += outcome.rejected is not None
+        self.skipped += outcome.skipped is not None
+        self.original.add(priced.original)
+        self.curated.add(priced.curated)
+        if result is None:
+            return
+        self.tokens_before += outcome.tokens_before
+        self.tokens_after += result.tokens_after
+        for action in result.actions:
+            self.actions[action.curator] = self.actions.get(action.curator, 0) + 1
+        if 0 < outcome.budget.messages < outcome.tokens_before:
+            self.shares.append(result.tokens_after / outcome.budget.messages)

@@ -10,27 +10,30 @@ and only what a curator removed, cut or inserted shows as changed.
 from __future__ import annotations
 
 import difflib
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from policies.messages import Message, role, shown_text
-from policies.prefix_cache import SequenceCost
-from proxy.cli.simulate_model import Options, Report, SimulatedRequest
+from proxy.cli.simulate_model import Options, Priced, Report, SimulatedRequest
 
 
-def render_text(report: Report, options: Options) -> str:
+def header(options: Options) -> str:
+    """The report's first line, printed before any request is read."""
     source = "standard input" if options.input == "-" else options.input or "the audit store"
-    lines = [f"curator simulate: {len(report.outcomes)} request(s) from {source}", ""]
-    for n, outcome in enumerate(report.outcomes):
-        lines += _request_lines(n, outcome, report, options)
-    return "\n".join(lines + _total_lines(report))
+    return f"curator simulate: requests from {source}"
 
 
-def _request_lines(
-    n: int, outcome: SimulatedRequest, report: Report, options: Options
-) -> list[str]:
+def render_text(priced: Iterable[Priced], report: Report, options: Options) -> Iterator[str]:
+    """The report as it goes, a request at a time (each added to `report`), then totals."""
+    yield header(options) + "\n\n"
+    for n, item in enumerate(priced):
+        report.add(item)
+        yield "\n".join(request_lines(n, item, options)) + "\n"
+    yield "\n".join(total_lines(report)) + "\n"
+
+
+def request_lines(n: int, priced: Priced, options: Options) -> list[str]:
+    outcome = priced.outcome
     request, budget, result = outcome.request, outcome.budget, outcome.result
     route = f"route {outcome.route}, " if outcome.route is not None else ""
     lines = [
@@ -54,8 +57,7 @@ def _request_lines(
     if stats is not None and not options.allow_calls and stats.calls + stats.cache_hits:
         lines.append("  summarizer: the summary is a PLACEHOLDER, no model was called")
     lines += [f"  summarizer failed: {error}" for error in stats.errors] if stats else []
-    for label, costs in (("original", report.original), ("curated", report.curated)):
-        cost = costs.requests[n]
+    for label, cost in (("original", priced.original), ("curated", priced.curated)):
         lines.append(
             f"  {label + ':':<10}{cost.input_tokens:>9,} input, {cost.cached_tokens:>9,} "
             f"cached -> {cost.cost:>11,.1f} units"
@@ -65,19 +67,13 @@ def _request_lines(
     return [*lines, ""]
 
 
-def _total_lines(report: Report) -> list[str]:
-    done = [(o.tokens_before, o.result) for o in report.outcomes if o.result is not None]
-    counts: dict[str, int] = {}
-    for action in (a for _, r in done for a in r.actions):
-        counts[action.curator] = counts.get(action.curator, 0) + 1
-    before, after = sum(b for b, _ in done), sum(r.tokens_after for _, r in done)
+def total_lines(report: Report) -> list[str]:
     pricing, original, curated = report.pricing, report.original, report.curated
-    rejected = sum(1 for o in report.outcomes if o.rejected is not None)
-    skipped = sum(1 for o in report.outcomes if o.skipped is not None)
     lines = [
-        f"total: {len(report.outcomes)} request(s), {rejected} rejected, {skipped} skipped",
-        f"  message tokens: {_change(before, after)}",
-        "  actions: " + (", ".join(f"{k}={v}" for k, v in counts.items()) or "none"),
+        f"total: {report.requests} request(s), {report.rejected} rejected, "
+        f"{report.skipped} skipped",
+        f"  message tokens: {_change(report.tokens_before, report.tokens_after)}",
+        "  actions: " + (", ".join(f"{k}={v}" for k, v in report.actions.items()) or "none"),
         *_fill_lines(report),
         f"  prefix cache: cached input at {pricing.cached_price:g} of the input price, once "
         f"a prefix of >= {pricing.min_tokens:,} tokens repeats (in steps of {pricing.increment})",
@@ -95,13 +91,9 @@ def _total_lines(report: Report) -> list[str]:
 
 def _fill_lines(report: Report) -> list[str]:
     """How much of the budget the requests that arrived over it were curated to use."""
-    shares = sorted(
-        o.result.tokens_after / o.budget.messages
-        for o in report.outcomes
-        if o.result is not None and 0 < o.budget.messages < o.tokens_before
-    )
-    if not shares:
+    if not report.shares:
         return []
+    shares = sorted(report.shares)
     median = shares[len(shares) // 2]
     return [
         f"  budget use of the {len(shares)} over-budget request(s): lowest {shares[0]:.1%}, "
@@ -180,48 +172,3 @@ def _items(value: object) -> list[Mapping[str, Any]]:
     if not isinstance(value, list):
         return []
     return [v for v in value if isinstance(v, Mapping) and v.get("type") != "text"]
-
-
-def render_json(report: Report, options: Options) -> str:
-    requests = []
-    for n, o in enumerate(report.outcomes):
-        actions = o.result.actions if o.result is not None else ()
-        item: dict[str, Any] = {
-            "line": o.request.line,
-            "model": o.request.model,
-            "route": o.route,
-            "policy": o.policy,
-            "budget": asdict(o.budget),
-            "rejected": o.rejected,
-            "skipped": o.skipped,
-            "tokens_before": o.tokens_before,
-            "tokens_after": o.result.tokens_after if o.result is not None else None,
-            "utilization": (
-                o.result.tokens_after / o.budget.messages
-                if o.result is not None and o.budget.messages > 0
-                else None
-            ),
-            "utilization_by_curator": dict(utilization(o)),
-            "actions": [asdict(a) for a in actions],
-            "summarizer": asdict(o.summaries) if o.summaries is not None else None,
-            "cost": {
-                "original": asdict(report.original.requests[n]),
-                "curated": asdict(report.curated.requests[n]),
-            },
-        }
-        if options.diff:
-            item["diff"] = "\n".join(diff_lines(o.request.messages, o.curated))
-        requests.append(item)
-    total = {"original": _totals(report.original), "curated": _totals(report.curated)}
-    data = {
-        "pricing": asdict(report.pricing),
-        "summaries_are_placeholders": not options.allow_calls,
-        "requests": requests,
-        "total": total,
-    }
-    return json.dumps(data, indent=2, ensure_ascii=False)
-
-
-def _totals(cost: SequenceCost) -> dict[str, float]:
-    keys = ("input_tokens", "cached_tokens", "cost", "hit_ratio")
-    return {key: getattr(cost, key) for key in keys}

@@ -151,7 +151,7 @@ def test_simulate_recurates_messages_records_from_the_store(
         capsys, "simulate", "--path", str(store.db), "--since", "2000-01-01",
         "--policy", "preset:passthrough",
     )  # fmt: skip
-    first = f"curator simulate: {len(store.ids)} request(s) from the audit store"
+    first = "curator simulate: requests from the audit store"
     assert out.splitlines()[0] == first
     assert out.count(f"model {MODEL}") == len(store.ids)
 

@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -19,11 +20,13 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.conversations import growing_requests
+from policies.prefix_cache import PrefixCache
 from policies.pricing import Price, Usage, cost
 from policies.summary_cache import MEMORY, MemoryCache
 from policies.summary_io import Services
 from proxy.cli.simulate import Options, placeholder_complete, simulate
 from proxy.cli.simulate_input import read_requests
+from proxy.cli.simulate_model import Report
 from proxy.config.loader import load_config
 from proxy.observability.audit.readers.query import record_conversation
 from proxy.observability.audit.readers.sqlite import SqliteReader
@@ -190,7 +193,12 @@ def simulated(run: dict[str, Any], folder: Path) -> Any:
     requests = read_requests("export.jsonl", export)
     services = Services(complete=placeholder_complete, caches={MEMORY: MemoryCache()})
     options = Options(input="export.jsonl", policy="agent", cached_price=0.25)
-    return asyncio.run(simulate(config, options, requests, services))
+    report = Report(PrefixCache(cached_price=0.25))
+    with asyncio.Runner() as runner:
+        priced = list(simulate(config, options, requests, services, runner))
+    for item in priced:
+        report.add(item)
+    return SimpleNamespace(outcomes=[p.outcome for p in priced], original=report.original)
 
 
 def test_simulating_the_export_reproduces_every_curated_count(run: dict[str, Any]) -> None:

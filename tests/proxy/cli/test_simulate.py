@@ -101,7 +101,7 @@ def test_a_json_request_is_reported_with_actions_tokens_and_cost(
     expected = config.policies["agents"].curate(body["messages"], body, counter)
     assert [a.indexes for a in expected.actions] == [(3,), (5,)]
     lines = out.splitlines()
-    assert lines[0] == f"curator simulate: 1 request(s) from {path}"
+    assert lines[0] == f"curator simulate: requests from {path}"
     assert lines[2] == "request 1 (line 1): model small-agent, route agents, policy agents"
     assert lines[3] == (
         "  budget: window 2,000 - reply 200 - tools 0 - margin 20 = 1,780 tokens for messages"
@@ -211,7 +211,7 @@ def test_a_bare_message_array_is_one_request_and_stdin_works(
     monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(messages)))
     code, out, _ = simulate_cli(capsys, config_path, "-", "--model", "small-x")
     assert code == 0
-    assert out.startswith("curator simulate: 1 request(s) from standard input\n")
+    assert out.startswith("curator simulate: requests from standard input\n")
     assert "model small-x, route agents, policy agents" in out
 
 
@@ -326,7 +326,9 @@ def test_bad_input_names_the_line_and_exits_1(
     path = tmp_path / "input.jsonl"
     path.write_text(content)
     code, out, err = simulate_cli(capsys, config_path, str(path))
-    assert (code, out) == (1, "")
+    # Read as it goes: the requests before a bad line were shown, no totals.
+    assert code == 1
+    assert "total:" not in out
     assert err.startswith(f"curator simulate: {path}{problem}")
     assert err.count("\n") == 1
 
@@ -499,7 +501,9 @@ def test_a_request_no_route_takes_exits_1(
     path.write_text(CONFIG.replace('  - {name: default, upstream: main, policy: "off"}\n', ""))
     source = write(tmp_path, "c.jsonl", conversation(), conversation(model="gpt-4o"))
     code, out, err = simulate_cli(capsys, path, str(source))
-    assert (code, out) == (1, "")
+    assert code == 1
+    assert "request 1 (line 1)" in out
+    assert "total:" not in out
     assert err == (
         "curator simulate: no route matches POST /v1/chat/completions with model 'gpt-4o' "
         "and no headers; pass --route or --policy\n"

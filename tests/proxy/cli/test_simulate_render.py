@@ -14,17 +14,12 @@ from policies.base import Action
 from policies.chain import CurationResult
 from policies.messages import Message
 from policies.policy import Budget
-from policies.prefix_cache import PrefixCache, RequestCost, SequenceCost
+from policies.prefix_cache import PrefixCache, RequestCost
 from policies.summary_io import SummaryStats
+from proxy.cli import simulate_json, simulate_render
 from proxy.cli.simulate_input import Request
-from proxy.cli.simulate_model import Options, Report, SimulatedRequest
-from proxy.cli.simulate_render import (
-    _indexes,
-    diff_lines,
-    render_json,
-    render_text,
-    utilization,
-)
+from proxy.cli.simulate_model import Options, Priced, Report, SimulatedRequest
+from proxy.cli.simulate_render import _indexes, diff_lines, utilization
 from tests.factories import assistant, assistant_calls, image_part, text_part, tool_result, user
 
 Msg = dict[str, Any]
@@ -54,21 +49,41 @@ def skipped() -> SimulatedRequest:
     return SimulatedRequest(request, "r", "p", BUDGET, 2000, skipped="no_messages")
 
 
-def report(*outcomes: SimulatedRequest, original: Any = None, curated: Any = None) -> Report:
+Run = list[Priced]
+
+
+def report(*outcomes: SimulatedRequest, original: Any = None, curated: Any = None) -> Run:
     one = RequestCost(10, 0, 10.0)
-    original = original or SequenceCost(tuple(one for _ in outcomes))
+    original = original or [one for _ in outcomes]
     curated = curated or original
-    return Report(tuple(outcomes), original, curated, PrefixCache())
+    return [Priced(*each) for each in zip(outcomes, original, curated, strict=True)]
 
 
-def three() -> Report:
-    original = SequenceCost(
-        (RequestCost(1000, 0, 1000.0), RequestCost(50, 0, 50.0), RequestCost(2000, 1024, 1078.4))
-    )
-    after = SequenceCost(
-        (RequestCost(400, 0, 400.0), RequestCost(50, 0, 50.0), RequestCost(2000, 1024, 1078.4))
-    )
+def three() -> Run:
+    original = [
+        RequestCost(1000, 0, 1000.0),
+        RequestCost(50, 0, 50.0),
+        RequestCost(2000, 1024, 1078.4),
+    ]
+    after = [RequestCost(400, 0, 400.0), RequestCost(50, 0, 50.0), RequestCost(2000, 1024, 1078.4)]
     return report(curated(), rejected(), skipped(), original=original, curated=after)
+
+
+def render_text(run: Run, options: Options) -> str:
+    """The whole text report, as the command prints it piece by piece."""
+    return "".join(simulate_render.render_text(run, Report(PrefixCache()), options)).rstrip("\n")
+
+
+def render_json(run: Run, options: Options) -> str:
+    text = "".join(simulate_json.render_json(run, Report(PrefixCache()), options))
+    data = {
+        "pricing": json.loads(text)["pricing"],
+        "summaries_are_placeholders": not options.allow_calls,
+        "requests": [simulate_json.request_item(p, options) for p in run],
+        "total": json.loads(text)["total"],
+    }
+    assert text == json.dumps(data, indent=2, ensure_ascii=False) + "\n", "as one dumps"
+    return text
 
 
 # -- the text report -------------------------------------------------------------------
@@ -77,7 +92,7 @@ def three() -> Report:
 def test_the_text_report_of_a_curated_a_rejected_and_a_skipped_request() -> None:
     text = render_text(three(), Options(input="conv.jsonl"))
     assert text.splitlines() == [
-        "curator simulate: 3 request(s) from conv.jsonl",
+        "curator simulate: requests from conv.jsonl",
         "",
         "request 1 (line 1): model m, route r, policy p",
         "  budget: window 1,000 - reply 100 - tools 0 - margin 20 = 880 tokens for messages",
@@ -110,7 +125,7 @@ def test_the_text_report_of_a_curated_a_rejected_and_a_skipped_request() -> None
 
 def test_standard_input_is_named_so() -> None:
     text = render_text(report(rejected()), Options(input="-"))
-    assert text.splitlines()[0] == "curator simulate: 1 request(s) from standard input"
+    assert text.splitlines()[0] == "curator simulate: requests from standard input"
 
 
 def test_an_unchanged_request_says_so_and_shows_no_percentage() -> None:
@@ -132,7 +147,7 @@ def test_a_request_that_grew_shows_a_positive_change() -> None:
 
 
 def test_no_ratio_line_when_the_original_costs_nothing() -> None:
-    free = SequenceCost((RequestCost(0, 0, 0.0),))
+    free = [RequestCost(0, 0, 0.0)]
     lines = render_text(report(rejected(), original=free), Options(input="x")).splitlines()
     assert lines[-2:] == [
         "  original            0           0   0.0%           0.0           0.0",

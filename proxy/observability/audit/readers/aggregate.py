@@ -7,7 +7,8 @@ Python: a 420-record, 200-turn agent store took over a minute. Each group's sums
 count only where they are numbers; `actual_usd` and `uncurated_usd` are NULL for a group with
 no `cost` at all; summarizer records are left out.
 
-SQLite only for now; other stores are added up in Python (`report.grouped`).
+SQLite here; PostgreSQL's statement, the same sums, is `readers.aggregate_postgres`. A JSONL
+file is added up in Python (`report.grouped`).
 
 A group is `(route, policy, model, day)` with a missing name as "-" and the day in UTC, the
 tuple `GroupRow`'s fields in order.
@@ -36,7 +37,8 @@ _FIGURE = (
     "THEN json_extract(f, '$.cost.uncurated_usd') ELSE 0.0 END"
 )
 _TEMPLATE = """
-SELECT coalesce(route, '-'), coalesce(policy, '-'), coalesce(model, '-'),
+SELECT coalesce(nullif(route, ''), '-'), coalesce(nullif(policy, ''), '-'),
+  coalesce(nullif(model, ''), '-'),
   date(time, 'unixepoch'), count(*),
   sum(CASE WHEN json_type(f, '$.tokens_before') = 'integer'
       THEN json_extract(f, '$.tokens_before') ELSE 0 END),
@@ -61,8 +63,12 @@ SELECT coalesce(route, '-'), coalesce(policy, '-'), coalesce(model, '-'),
   sum(CASE WHEN json_type(f, '$.cost') = 'object' THEN
       CASE WHEN json_type(f, '$.cost.uncurated_usd') IN ('integer', 'real')
       THEN json_extract(f, '$.cost.uncurated_usd') ELSE 0.0 END END),
-  sum(coalesce(json_type(f, '$.rescued') NOT IN ('null', 'false'), 0)
-      AND coalesce(json_extract(f, '$.rescued') NOT IN (0, ''), 1)),
+  sum(CASE json_type(f, '$.rescued') WHEN 'true' THEN 1
+      WHEN 'integer' THEN json_extract(f, '$.rescued') != 0
+      WHEN 'real' THEN json_extract(f, '$.rescued') != 0
+      WHEN 'text' THEN json_extract(f, '$.rescued') != ''
+      WHEN 'array' THEN json_array_length(f, '$.rescued') > 0
+      WHEN 'object' THEN json_extract(f, '$.rescued') != '{{}}' ELSE 0 END),
   sum(coalesce(json_type(f, '$.skip_reason') != 'null', 0)),
   sum(CASE WHEN json_type(f, '$.cost') = 'object' AND {ranged} THEN 1 ELSE 0 END),
   sum(CASE WHEN json_type(f, '$.cost') = 'object' THEN
@@ -80,10 +86,11 @@ _SQLITE = _TEMPLATE.format(
 
 def sqlite_groups(conn: sqlite3.Connection, since: float, until: float | None) -> list[GroupRow]:
     end = float("inf") if until is None else until
-    return [_row(r) for r in conn.execute(_SQLITE, (since, end))]
+    return [typed_row(r) for r in conn.execute(_SQLITE, (since, end))]
 
 
-def _row(row: tuple[Any, ...]) -> GroupRow:
+def typed_row(row: tuple[Any, ...]) -> GroupRow:
+    """A group's row as the database gave it, typed as `GroupRow` says."""
     names = tuple(str(v) for v in row[:4])
     counts = tuple(int(v or 0) for v in row[4:11])
     money = tuple(None if v is None else float(v) for v in row[11:13])

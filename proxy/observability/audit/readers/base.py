@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
@@ -41,6 +41,49 @@ class Store(Protocol):
     def between(self, since: float, until: float | None = None) -> Iterator[dict[str, Any]]: ...
 
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """A record as a content-addressed store holds it: its time, its fields JSON (tools by
+    reference, `TOOLS_REF`) and its messages' digests, concatenated."""
+
+    time: float
+    fields: bytes
+    original: bytes
+    curated: bytes | None
+    """None: the model saw the original."""
+
+
+@runtime_checkable
+class ContentStore(Protocol):
+    """A store that keeps each message once, by digest (SQLite, PostgreSQL): read as it is
+    stored, for `curator audit export --format bundle`, without resolving any message."""
+
+    def stored_rows(self, since: float, until: float | None = None) -> Iterator[StoredRow]:
+        """Records with since <= time < until, oldest first, a few at a time."""
+        ...
+
+    def bodies(self, digests: list[bytes]) -> dict[bytes, bytes]:
+        """The stored bodies of these digests (those it has)."""
+        ...
+
+
+@runtime_checkable
+class Aggregating(Protocol):
+    """A store that adds `curator report`'s figures up itself (SQL GROUP BY) and reads one
+    conversation's record fields without its messages."""
+
+    def grouped(self, since: float, until: float | None) -> list[tuple[Any, ...]]:
+        """Totals per route, policy, model and day (`readers.aggregate.GroupRow`)."""
+        ...
+
+    def conversation_fields(
+        self, key: str, since: float, until: float | None
+    ) -> Iterator[dict[str, Any]]:
+        """The fields of the client records (no summarizer calls) of the conversations
+        whose key starts with `key`, oldest first, without their messages."""
+        ...
 
 
 Opener = Callable[[str, Mapping[str, Any]], Store]

@@ -14,13 +14,16 @@ The connection is read-only (it works against a hot standby) and autocommit, so 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from typing import Any, LiteralString
 
 import orjson
 import psycopg
 
-from proxy.observability.audit.readers.base import resolve_tools, stored_summary
+from proxy.observability.audit.readers.aggregate import GroupRow, typed_row
+from proxy.observability.audit.readers.aggregate_postgres import POSTGRES_GROUPS
+from proxy.observability.audit.readers.base import StoredRow, resolve_tools, stored_summary
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -29,6 +32,7 @@ from proxy.observability.audit.readers.query import (
     Query,
     clamp,
     matches,
+    record_conversation,
     sql_where,
     summary,
 )
@@ -37,6 +41,9 @@ from proxy.observability.audit.sinks.base import StoreUnavailable, split_digests
 
 _FULL = "SELECT fields, original, curated FROM audit_records "
 CHUNK = 1000
+REPORT_TIMEOUT_S = 600
+"""A report's statements (`grouped`, `conversation_fields`) may run this long: adding up a
+million records takes longer than the writer's `timeout_s`, which the connection has."""
 
 
 class PostgresReader:
@@ -74,6 +81,12 @@ class PostgresReader:
 
     def between(self, since: float, until: float | None = None) -> Iterator[dict[str, Any]]:
         """Full records with since <= time < until, oldest first, a chunk at a time."""
+        for row in self.stored_rows(since, until):
+            yield self._full(row.fields, row.original, row.curated)
+
+    def stored_rows(self, since: float, until: float | None = None) -> Iterator[StoredRow]:
+        """Records as stored, since <= time < until, oldest first (`ContentStore`), a
+        chunk at a time: a chunk is what is held, not the range."""
         end = float("inf") if until is None else until
         after = (since, b"")
         while True:
@@ -83,11 +96,59 @@ class PostgresReader:
                 "ORDER BY time, uid LIMIT %s",
                 (*after, since, end, CHUNK),
             )
-            for _, _, fields, original, curated in rows:
-                yield self._full(fields, original, curated)
+            for when, _, fields, original, curated in rows:
+                yield StoredRow(when, fields, original, curated)
             if len(rows) < CHUNK:
                 return
             after = (rows[-1][0], rows[-1][1])
+
+    def bodies(self, digests: list[bytes]) -> dict[bytes, bytes]:
+        rows = self._rows(
+            "SELECT hash, body FROM audit_messages WHERE hash = ANY(%s::bytea[])", (digests,)
+        )
+        return {bytes(digest): bytes(body) for digest, body in rows}
+
+    def grouped(self, since: float, until: float | None) -> list[GroupRow]:
+        """`curator report`'s totals by route, policy, model and day, summed in SQL."""
+        end = float("inf") if until is None else until
+        with self._patient():
+            return [typed_row(r) for r in self._rows(POSTGRES_GROUPS, (since, end))]
+
+    def conversation_fields(
+        self, key: str, since: float, until: float | None
+    ) -> Iterator[dict[str, Any]]:
+        """`Aggregating.conversation_fields`: the conversation compared in SQL; an older
+        record naming none is read whole, its key derived as the viewer derives it."""
+        end = float("inf") if until is None else until
+        with self._patient():
+            rows = self._conversation_rows(key, since, end)
+        for fields, original, curated in rows:
+            row = resolve_tools(orjson.loads(fields), None)
+            found = row.get("conversation")
+            if not (isinstance(found, str) and found):
+                found = record_conversation(self._full(fields, original, curated))
+            if found.startswith(key):
+                yield row
+
+    def _conversation_rows(self, key: str, since: float, end: float) -> list[tuple[Any, ...]]:
+        return self._rows(
+            "SELECT fields, original, curated FROM (SELECT time, uid, fields, original, curated, "
+            "replace(convert_from(fields, 'UTF8'), '\\u0000', '\\ufffd')::jsonb "
+            "->> 'conversation' AS named FROM audit_records WHERE time >= %s AND time < %s "
+            "AND kind <> 'summarizer' OFFSET 0) AS r WHERE left(named, %s) = %s "
+            "OR coalesce(named, '') = '' ORDER BY time, uid",
+            (since, end, len(key), key),
+        )
+
+    @contextlib.contextmanager
+    def _patient(self) -> Iterator[None]:
+        """`REPORT_TIMEOUT_S` as the statement timeout meanwhile, then the one before."""
+        before = self._rows("SHOW statement_timeout")[0][0]
+        self._rows("SELECT set_config('statement_timeout', %s, false)", (f"{REPORT_TIMEOUT_S}s",))
+        try:
+            yield
+        finally:
+            self._rows("SELECT set_config('statement_timeout', %s, false)", (before,))
 
     def search(self, query: Query) -> Page:
         """One page of the records `query` selects, newest first (the viewer)."""
@@ -132,13 +193,7 @@ class PostgresReader:
         return record
 
     def _messages(self, digests: list[bytes]) -> list[Any]:
-        unique = list(dict.fromkeys(digests))
-        found = {
-            digest: orjson.loads(body)
-            for digest, body in self._rows(
-                "SELECT hash, body FROM audit_messages WHERE hash = ANY(%s::bytea[])", (unique,)
-            )
-        }
+        found = {d: orjson.loads(b) for d, b in self.bodies(list(dict.fromkeys(digests))).items()}
         return [found.get(d, {"missing": d.hex()}) for d in digests]
 
     def _rows(

@@ -12,7 +12,7 @@ import orjson
 
 from policies.messages import text_of
 from proxy.observability.audit.readers.aggregate import GroupRow, sqlite_groups
-from proxy.observability.audit.readers.base import resolve_tools, stored_summary
+from proxy.observability.audit.readers.base import StoredRow, resolve_tools, stored_summary
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -78,9 +78,54 @@ class SqliteReader:
         for row in cursor:
             yield self._full(*row)
 
+    def stored_rows(self, since: float, until: float | None = None) -> Iterator[StoredRow]:
+        """Records as stored, since <= time < until, oldest first (`ContentStore`)."""
+        end = float("inf") if until is None else until
+        cursor = self._conn.execute(
+            "SELECT time, fields, original, curated FROM records WHERE time >= ? AND time < ? "
+            "ORDER BY time, seq",
+            (since, end),
+        )
+        for row in cursor:
+            yield StoredRow(*row)
+
+    def bodies(self, digests: list[bytes]) -> dict[bytes, bytes]:
+        found: dict[bytes, bytes] = {}
+        for i in range(0, len(digests), 500):
+            chunk = digests[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                self._conn.execute(
+                    f"SELECT hash, body FROM messages WHERE hash IN ({marks})", chunk
+                ).fetchall()
+            )
+        return found
+
     def grouped(self, since: float, until: float | None) -> list[GroupRow]:
         """`curator report`'s totals by route, policy, model and day, summed in SQL."""
         return sqlite_groups(self._conn, since, until)
+
+    def conversation_fields(
+        self, key: str, since: float, until: float | None
+    ) -> Iterator[dict[str, Any]]:
+        """`Aggregating.conversation_fields`: one conversation's records as summaries, the
+        conversation they name compared in SQL (older records, naming none, by their first
+        messages' digests and roles)."""
+        end = float("inf") if until is None else until
+        named = "json_extract(CAST(fields AS TEXT), '$.conversation')"
+        cursor = self._conn.execute(
+            "SELECT fields, original FROM records WHERE time >= ? AND time < ? "
+            f"AND kind != 'summarizer' AND (substr({named}, 1, ?) = ? "
+            f"OR coalesce({named}, '') = '') ORDER BY time, seq",
+            (since, end, len(key), key),
+        )
+        for fields, original in cursor:
+            row = resolve_tools(orjson.loads(fields), None)
+            found = row.get("conversation")
+            if not (isinstance(found, str) and found):
+                found = self._conversation(split_digests(original))
+            if found.startswith(key):
+                yield row
 
     def search(self, query: Query) -> Page:
         """One page of the records `query` selects, newest first.
@@ -188,15 +233,7 @@ class SqliteReader:
         return record
 
     def _messages(self, digests: list[bytes]) -> list[Any]:
-        found: dict[bytes, Any] = {}
-        unique = list(dict.fromkeys(digests))
-        for i in range(0, len(unique), 500):
-            chunk = unique[i : i + 500]
-            marks = ",".join("?" * len(chunk))
-            for digest, body in self._conn.execute(
-                f"SELECT hash, body FROM messages WHERE hash IN ({marks})", chunk
-            ):
-                found[digest] = orjson.loads(body)
+        found = {d: orjson.loads(b) for d, b in self.bodies(list(dict.fromkeys(digests))).items()}
         return [found.get(d, {"missing": d.hex()}) for d in digests]
 
     def close(self) -> None:
