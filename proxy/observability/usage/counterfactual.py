@@ -56,6 +56,8 @@ class Attributed:
     tools: bool
     partition: str = ""
     """The client's `prompt_cache_key` (`cache_partition`)."""
+    scale: float = 1.0
+    """The upstream's count of the prompt it received per token of ours (`spend.scale`)."""
 
 
 @dataclass(slots=True)
@@ -144,11 +146,14 @@ class Counterfactuals:
     def attribute(self, conversation: str, model: str, turn: Attributed) -> tuple[int, CacheMiss]:
         """`cached_tokens` of the turn's client prompt, and its cache-miss attribution
         against the conversation's last turn, which it then becomes."""
-        now = turn_of(model, turn.client, turn.upstream, turn.tools)
+        cache = self.cache
+        now = turn_of(
+            model, turn.client, turn.upstream, turn.tools, turn.partition, cache.min_tokens
+        )
         with self._lock:
             slot = self._take(conversation)
             cached = self._add(slot, (model, turn.partition), turn.client)
-            found = attribute(slot.last, now, turn.origins, turn.reported, self.cache)
+            found = attribute(slot.last, now, turn.origins, turn.reported, cache, turn.scale)
             slot.last = now
             self._put(conversation, slot)
             return cached, found

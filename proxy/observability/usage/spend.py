@@ -29,6 +29,7 @@ from policies.prefix_cache import Block, Prompt, message_blocks, tools_block
 from policies.pricing import Price, PriceTable, Usage, cost
 from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.observability.usage.attribution import CacheMiss
+from proxy.observability.usage.cache_terms import cache_partition, count_scale, rebill_price
 from proxy.observability.usage.conversation import SESSION_HEADER, conversation_key
 from proxy.observability.usage.counterfactual import Attributed, Counterfactuals
 from proxy.observability.usage.estimate import Estimate, estimate, reasoning_tokens
@@ -174,12 +175,13 @@ def _counterfactual(
     # Without messages (a passthrough) nothing is matched against the history: the key
     # matters only as the client's session, so no digest is made.
     key = conversation_key(sent.session, original) if original or sent.session else ""
-    uncurated, found, miss = None, None, None
+    uncurated, found, miss, explicit = None, None, None, False
     if original:
         tools = tool_list(sent.body or {})  # as the budget counts them: the same prompt
         measured = (sent.keys, sent.counts)
         last = isinstance((sent.body or {}).get(CACHE_CONTROL), dict)  # Anthropic's automatic
         prompt = uncurated_prompt(original, counter, model, tools, history, *measured, last)
+        explicit = prompt.explicit
         cached, miss = _attribute(sent, prompt, counter, model, key, history, bool(tools))
         output = sent.usage.output if sent.usage is not None else 0
         reasoning = sent.usage.reasoning if sent.usage is not None else 0
@@ -195,7 +197,7 @@ def _counterfactual(
             span = (cost(ends[0], price), cost(ends[1], price))
     window, encoding = history.memo((counter, model), lambda: _model_facts(counter, model))
     session = key if sent.session else None
-    rebill = None if price is None else (price.input - price.cached_input) / 1e6
+    rebill = rebill_price(price, sent.usage, explicit)
     facts = (window, encoding, found, span, miss, rebill)
     return Counterfactual(key, session, uncurated, dollars, *facts)
 
@@ -215,7 +217,9 @@ def _attribute(
     if sent.upstream is not None and sent.original is not None:
         upstream, origins = sent_prompt(prompt, sent.original, sent.upstream, counter, model)
     reported = sent.usage.cached if sent.usage is not None else None
-    turn = Attributed(prompt, upstream, origins, reported, tools, cache_partition(sent.body))
+    partition = cache_partition(sent.body)
+    scale = count_scale(sent.usage, upstream)
+    turn = Attributed(prompt, upstream, origins, reported, tools, partition, scale)
     return history.attribute(key, model, turn)
 
 
@@ -271,13 +275,6 @@ def uncurated_prompt(
     blocks.extend(message_blocks(found, sizes, messages, partial(_key, counter, model), automatic))
     blocks.append(Block(PRIMING_KEY, REPLY_PRIMING, width=0))
     return Prompt(tuple(blocks))
-
-
-def cache_partition(body: Mapping[str, Any] | None) -> str:
-    """The client's `prompt_cache_key` (OpenAI): prompts under distinct keys share no
-    cache. "" when unset."""
-    value = body.get("prompt_cache_key") if body is not None else None
-    return value if isinstance(value, str) else ""
 
 
 def _key(counter: TokenCounter, model: str, msg: Message) -> bytes:
