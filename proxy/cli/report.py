@@ -150,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         if args.cache:
             records = client_records(store.between(since, until), args.conversation)
-            sys.stdout.write(cache_report(records, bool(args.conversation), args.json) + "\n")
+            form = "json" if args.json else "csv" if args.csv else "text"
+            text = cache_report(store, (since, until), records, bool(args.conversation), form)
+            sys.stdout.write(text + "\n")
             return 0
         if isinstance(store, SqliteReader) and not args.conversation:
             rows = sorted_rows(Row(*g) for g in store.grouped(since, until))
