@@ -239,8 +239,8 @@ class _Exchange:
 
     def _passthrough(self) -> bool:
         """Whether the request's policy has no curator: what it sends is what the client sent,
-        so there is no budget to calibrate, and the uncurated cost is the actual one (a
-        prefix-cache counterfactual would cost ~0.1 ms of CPU per request for nothing)."""
+        so there is no budget to calibrate, and the uncurated cost is the actual one (only
+        the cache attribution is worked out, off the loop unless the request is small)."""
         policy = self.edge.config.policies.get(self.record.policy or "")
         return policy is None or not policy.chain.curators
 
@@ -250,10 +250,17 @@ class _Exchange:
         record, edge = self.record, self.edge
         if record.protocol is None or not self.relay.keep_tail:
             return None
-        original = None if passthrough else record.original  # None: uncurated = actual
         headers = self.scope["headers"]
         measured = (record.keys, record.counts, _counted_sent(record), _upstream(record))
-        sent = Sent.of(record.model, record.facts, original, headers, from_wire(usage), *measured)
+        sent = Sent.of(
+            record.model,
+            record.facts,
+            record.original,
+            headers,
+            from_wire(usage),
+            *measured,
+            passthrough=passthrough,  # uncurated = actual; the cache attribution still runs
+        )
         now = record.small()  # at once: cheaper than handing it to a thread
         return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals, now)
 

@@ -56,6 +56,9 @@ class Sent:
     """Our count of the prompt that went upstream (`proxy.upstream.facts.sent_tokens`)."""
     upstream: Sequence[Message] | None = None
     """The messages that went upstream, when they are not `original` (curated, enforced)."""
+    passthrough: bool = False
+    """No curator ran: `original` is what went upstream, so the uncurated cost is the
+    actual one, and only the turn's cache attribution is worked out."""
 
     @classmethod
     def of(
@@ -69,11 +72,13 @@ class Sent:
         counts: Sequence[int] = (),
         counted_sent: int | None = None,
         upstream: Sequence[Message] | None = None,
+        passthrough: bool = False,
     ) -> Sent:
         """From the exchange: the session header, and the usage the upstream reported."""
         raw = next((v for n, v in headers if n.lower() == SESSION_HEADER_BYTES), None)
         session = raw.decode("latin-1") if raw is not None else None
-        return cls(model, body, original, session, usage, keys, counts, counted_sent, upstream)
+        measured = (keys, counts, counted_sent, upstream, passthrough)
+        return cls(model, body, original, session, usage, *measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +177,8 @@ def _counterfactual(
     not, so later requests are matched against it."""
     model = sent.model or ""
     original = sent.original or ()
-    # Without messages (a passthrough) nothing is matched against the history: the key
-    # matters only as the client's session, so no digest is made.
+    # Without messages nothing is matched against the history: the key matters only as
+    # the client's session, so no digest is made.
     key = conversation_key(sent.session, original) if original or sent.session else ""
     uncurated, found, miss, explicit = None, None, None, False
     if original:
@@ -183,12 +188,8 @@ def _counterfactual(
         prompt = uncurated_prompt(original, counter, model, tools, history, *measured, last)
         explicit = prompt.explicit
         cached, miss = _attribute(sent, prompt, counter, model, key, history, bool(tools))
-        output = sent.usage.output if sent.usage is not None else 0
-        reasoning = sent.usage.reasoning if sent.usage is not None else 0
-        found = _estimate(sent, counter, model, prompt.tokens)
-        counted = prompt.tokens if found is None else found.value
-        written, written_1h = _writes(sent.usage, counted - cached)
-        uncurated = Usage(counted, cached, output, reasoning, written, written_1h)
+        if not sent.passthrough:  # else the uncurated request is the one sent
+            uncurated, found = _uncurated(sent, counter, model, prompt, cached)
     dollars, span = None, None
     if price is not None and sent.usage is not None:
         dollars = cost(uncurated or sent.usage, price)
@@ -221,6 +222,19 @@ def _attribute(
     scale = count_scale(sent.usage, upstream)
     turn = Attributed(prompt, upstream, origins, reported, tools, partition, scale)
     return history.attribute(key, model, turn)
+
+
+def _uncurated(
+    sent: Sent, counter: TokenCounter, model: str, prompt: Prompt, cached: int
+) -> tuple[Usage, Estimate | None]:
+    """The uncurated prompt's usage (`cached`: its counterfactual reads), and the range of
+    its count when it is an estimate."""
+    output = sent.usage.output if sent.usage is not None else 0
+    reasoning = sent.usage.reasoning if sent.usage is not None else 0
+    found = _estimate(sent, counter, model, prompt.tokens)
+    counted = prompt.tokens if found is None else found.value
+    written, written_1h = _writes(sent.usage, counted - cached)
+    return Usage(counted, cached, output, reasoning, written, written_1h), found
 
 
 def _writes(usage: Usage | None, uncached: int) -> tuple[int, int]:
