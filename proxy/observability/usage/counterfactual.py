@@ -57,7 +57,10 @@ class Attributed:
     partition: str = ""
     """The client's `prompt_cache_key` (`cache_partition`)."""
     scale: float = 1.0
-    """The upstream's count of the prompt it received per token of ours (`spend.scale`)."""
+    """The upstream's count of the prompt it received per token of ours (`count_scale`)."""
+    priced: bool = True
+    """Whether the client prompt joins the prefix cache for its counterfactual reads (a
+    passthrough's are the reported ones: it keeps no prefix nodes)."""
 
 
 @dataclass(slots=True)
@@ -152,7 +155,7 @@ class Counterfactuals:
         )
         with self._lock:
             slot = self._take(conversation)
-            cached = self._add(slot, (model, turn.partition), turn.client)
+            cached = self._add(slot, (model, turn.partition), turn.client) if turn.priced else 0
             found = attribute(slot.last, now, turn.origins, turn.reported, cache, turn.scale)
             slot.last = now
             self._put(conversation, slot)

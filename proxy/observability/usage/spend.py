@@ -220,7 +220,8 @@ def _attribute(
     reported = sent.usage.cached if sent.usage is not None else None
     partition = cache_partition(sent.body)
     scale = count_scale(sent.usage, upstream)
-    turn = Attributed(prompt, upstream, origins, reported, tools, partition, scale)
+    priced = not sent.passthrough
+    turn = Attributed(prompt, upstream, origins, reported, tools, partition, scale, priced)
     return history.attribute(key, model, turn)
 
 
