@@ -40,7 +40,10 @@ def last_mark(content: object) -> Any:
 
 
 def marked(msg: Message) -> bool:
-    """Whether the message carries a breakpoint (on itself or on one of its parts)."""
+    """Whether the message carries a breakpoint (on itself or on one of its parts); False
+    for what is not a message (a skipped request's `messages` may hold anything)."""
+    if not isinstance(msg, MAPPING):
+        return False
     return CACHE_CONTROL in msg or last_mark(msg.get("content")) is not None
 
 

@@ -150,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         if args.cache:
             records = client_records(store.between(since, until), args.conversation)
-            sys.stdout.write(cache_report(records, bool(args.conversation), args.json) + "\n")
+            form = "json" if args.json else "csv" if args.csv else "text"
+            text = cache_report(store, (since, until), records, bool(args.conversation), form)
+            sys.stdout.write(text + "\n")
             return 0
         if isinstance(store, Aggregating):
             # The database adds up; a conversation's records come without their messages.

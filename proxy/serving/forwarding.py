@@ -48,6 +48,8 @@ from proxy.upstream.hygiene import request_headers, upstream_url
 from proxy.upstream.relay import Relay, forward
 
 log = logging.getLogger("curator.app")
+MIN_CACHEABLE_BYTES = 1024
+"""No provider caches a prompt under 1,024 tokens, and a token takes a byte or more."""
 
 
 async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
@@ -239,8 +241,7 @@ class _Exchange:
 
     def _passthrough(self) -> bool:
         """Whether the request's policy has no curator: what it sends is what the client sent,
-        so there is no budget to calibrate, and the uncurated cost is the actual one (a
-        prefix-cache counterfactual would cost ~0.1 ms of CPU per request for nothing)."""
+        so there is no budget to calibrate, and the uncurated cost is the actual one."""
         policy = self.edge.config.policies.get(self.record.policy or "")
         return policy is None or not policy.chain.curators
 
@@ -250,10 +251,25 @@ class _Exchange:
         record, edge = self.record, self.edge
         if record.protocol is None or not self.relay.keep_tail:
             return None
-        original = None if passthrough else record.original  # None: uncurated = actual
         headers = self.scope["headers"]
         measured = (record.keys, record.counts, _counted_sent(record), _upstream(record))
-        sent = Sent.of(record.model, record.facts, original, headers, from_wire(usage), *measured)
+        # A passthrough's uncurated cost is the actual one; its cache attribution (~75 us of
+        # CPU a request, a quarter of a small passthrough's) is worked out where an audit
+        # record will hold it, not for the metric alone, and only for a body that could be
+        # cached at all: no provider caches under 1,024 tokens, which take 1,024 bytes or more.
+        attributed = not passthrough or (
+            edge.config.audit.enabled and (record.request_bytes or 0) >= MIN_CACHEABLE_BYTES
+        )
+        original = record.original if attributed else None  # None: uncurated = actual
+        sent = Sent.of(
+            record.model,
+            record.facts,
+            original,
+            headers,
+            from_wire(usage),
+            *measured,
+            passthrough=passthrough,
+        )
         now = record.small()  # at once: cheaper than handing it to a thread
         return account(sent, edge.curation.counter, edge.config.prices, edge.counterfactuals, now)
 

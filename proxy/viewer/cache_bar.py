@@ -64,6 +64,8 @@ def _segment(n: int, turn: Mapping[str, Any], prefix: str) -> Markup:
 
 def _element(at: Mapping[str, Any]) -> str:
     side = "client's" if at.get("prompt") == "original" else "curated"
+    if at.get("element") == "prompt_cache_key":
+        return "the client's prompt_cache_key"
     if at.get("element") == "tools":
         return f"the {side} tools"
     return f"{side} message #{at.get('index')}"

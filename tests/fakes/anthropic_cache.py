@@ -6,7 +6,9 @@ prefix it has written before, looking back up to 20 blocks from each of its own
 breakpoints, and writes the prefixes up to its breakpoints beyond that. A prefix under the
 model's minimum (1,024 tokens here) is never cached. Usage reports what was read
 (`cache_read_input_tokens`), written (`cache_creation_input_tokens`, split 5m/1h by the
-breakpoint's `ttl`) and the rest (`input_tokens`).
+breakpoint's `ttl`) and the rest (`input_tokens`). Each model has a cache of its own;
+`expire` drops them all, and the `ledger` says per request what was re-billed and why
+(`tests.fakes.anthropic_ledger`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any
 import orjson
 import tiktoken
 
+from tests.fakes.anthropic_ledger import Previous, entry, owners
 from tests.fakes.anthropic_rules import all_blocks
+from tests.fakes.cache_ledger import Billed
 
 MIN_TOKENS = 1024
 LOOKBACK = 20
@@ -37,20 +41,34 @@ def prompt_tokens(body: dict[str, Any], enc: tiktoken.Encoding) -> list[int]:
 
 
 class MessagesCache:
-    """The prefixes written so far (by digest); thread-safe."""
+    """The prefixes written so far (by digest, the model's name its seed); thread-safe."""
 
     def __init__(self, min_tokens: int = MIN_TOKENS) -> None:
         self.min_tokens = min_tokens
         self._written: set[bytes] = set()
+        self._last: dict[str, Previous] = {}
+        self._epoch = 0
+        self.ledger: list[Billed] = []
         self._lock = threading.Lock()
 
     def reset(self) -> None:
         with self._lock:
             self._written.clear()
+            self._last.clear()
+            self.ledger.clear()
 
-    def usage(self, body: dict[str, Any], counts: Sequence[int]) -> dict[str, Any]:
+    def expire(self) -> None:
+        """Drop every cached prefix, as the provider does after minutes without a hit."""
+        with self._lock:
+            self._written.clear()
+            self._epoch += 1
+
+    def usage(
+        self, body: dict[str, Any], counts: Sequence[int], session: str = ""
+    ) -> dict[str, Any]:
         blocks = list(all_blocks(body))
-        digests = _prefix_digests(blocks)
+        model = str(body.get("model"))
+        digests = _prefix_digests(blocks, model)
         marks = [i for i, b in enumerate(blocks) if "cache_control" in b]
         total = sum(counts)
         upto = [sum(counts[: i + 1]) for i in range(len(counts))]
@@ -66,6 +84,7 @@ class MessagesCache:
                 written["1h" if ttl == "1h" else "5m"] += upto[i] - at
                 at = upto[i]
                 self._written.add(digests[i])
+            self._account(session, model, body, digests, upto, read)
         creation = written["5m"] + written["1h"]
         return {
             "input_tokens": total - read - creation,
@@ -77,6 +96,22 @@ class MessagesCache:
             },
         }
 
+    def _account(
+        self,
+        session: str,
+        model: str,
+        body: dict[str, Any],
+        digests: list[bytes],
+        upto: list[int],
+        read: int,
+    ) -> None:
+        """The ledger's entry for this request; it becomes the session's last."""
+        elements = list(owners(body))
+        last = self._last.get(session)
+        self.ledger.append(entry(session, model, last, digests, elements, read, self._epoch))
+        held = max((upto[i] for i, d in enumerate(digests) if d in self._written), default=0)
+        self._last[session] = Previous(model, digests, held, self._epoch)
+
     def _read_point(self, digests: list[bytes], marks: list[int]) -> int:
         best = -1
         for mark in marks:
@@ -87,9 +122,9 @@ class MessagesCache:
         return best
 
 
-def _prefix_digests(blocks: list[dict[str, Any]]) -> list[bytes]:
+def _prefix_digests(blocks: list[dict[str, Any]], model: str) -> list[bytes]:
     out: list[bytes] = []
-    h = hashlib.sha256()
+    h = hashlib.sha256(model.encode() + b"\0")
     for block in blocks:
         kept = {k: v for k, v in block.items() if k != "cache_control"}
         h.update(orjson.dumps(kept, option=orjson.OPT_SORT_KEYS))

@@ -126,7 +126,7 @@ class FakeAnthropic:
         except rules.Rejected as exc:
             self.rejected.append(str(exc))
             return Response(rules.error_body(str(exc)), 400, JSON)
-        usage = self.cache.usage(body, counts)
+        usage = self.cache.usage(body, counts, request.headers.get("x-session-id", ""))
         message = self._message(body, reply, usage)
         self.usages.append(message["usage"])
         if body.get("stream"):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from policies import invariants
 from policies.base import Curator
 from policies.history_retention import HistoryRetention
-from policies.marks import CACHE_CONTROL, carried, last_mark
+from policies.marks import CACHE_CONTROL, carried, last_mark, marked
 from policies.role_truncation import RoleTruncation
 from policies.tool_results import ToolResultTruncation
 from policies.tool_use_clearing import ToolUseClearing
@@ -177,3 +177,9 @@ def test_every_curator_keeps_the_clients_breakpoints(
     out = examples.curate(curator, messages, ctx)
     assert_marks_kept(messages, list(out.messages))
     assert examples.curate(curator, out.messages, ctx).messages == out.messages
+
+
+def test_what_is_not_a_message_carries_no_mark() -> None:
+    # A skipped request's `messages` may hold anything; the counterfactual still reads it.
+    assert not marked(5)  # type: ignore[arg-type]
+    assert not marked("text")  # type: ignore[arg-type]

@@ -19,7 +19,16 @@ before the first upstream element derived from the client's first changed elemen
 prefixes held up to the prediction, and the provider still credited fewer than predicted, by
 more than `tolerance`: counts differ a little from the provider's), then `curation` (the
 rest, when the upstream prefix moved where the client's did not). A turn with another
-model than the last is all `model_change`; a conversation's first turn is `first_turn`.
+model than the last is all `model_change`, one under another `prompt_cache_key` all
+`client` (distinct keys share no cache); a conversation's first turn is `first_turn`.
+
+Where the client set breakpoints (`cache_control`: Anthropic) the provider caches only at
+them (`policies.breakpoint_cache`), and `held` says what the last turn left: the longest
+prefix of its upstream prompt ending at one of its breakpoints past the minimum, not every
+token of it rounded down; a read is credited to the token, only within the lookback of a
+breakpoint of this turn (a prefix out of reach is the client's: its breakpoints are too far
+apart). Our counts of such prompts are estimates, so these figures are scaled by the
+turn's own ratio of the upstream's count to ours (`Attributed.scale`).
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from policies.prefix_cache import PrefixCache, Prompt
+from policies.prefix_cache import MIN_CACHED_TOKENS, PrefixCache, Prompt
+from proxy.observability.usage.breakpoints import Marks, marks_of
 
 Cause = Literal["first_turn", "model_change", "client", "curation", "expiry", "none"]
 CAUSES: tuple[Cause, ...] = ("first_turn", "model_change", "client", "curation", "expiry", "none")
@@ -59,11 +69,17 @@ class Turn:
     """The tokens of the upstream prompt's first i + 1 blocks, at i (8 bytes a block)."""
     tools: bool = False
     """Whether both prompts' first block is the tool definitions."""
+    partition: str = ""
+    """The client's `prompt_cache_key` ("": unset): distinct keys share no cache."""
+    marks: Marks | None = None
+    """Where the upstream prompt's breakpoints write and read (None: it has none, and the
+    provider caches every prefix)."""
 
     @property
     def bytes(self) -> int:
         kept = len(self.client) + (0 if self.upstream is self.client else len(self.upstream))
-        return kept * KEY_BYTES + len(self.upstream_ends) * self.upstream_ends.itemsize
+        marks = 0 if self.marks is None else self.marks.bytes
+        return kept * KEY_BYTES + len(self.upstream_ends) * self.upstream_ends.itemsize + marks
 
     def upstream_before(self, block: int) -> int:
         """The tokens of the upstream prompt's blocks before `block`."""
@@ -73,10 +89,11 @@ class Turn:
 
 @dataclass(frozen=True, slots=True)
 class Element:
-    """A diverging element: the tools, or message `index` of the client's or upstream prompt."""
+    """A diverging element: the tools, or message `index` of the client's or upstream
+    prompt; or the client's `prompt_cache_key`."""
 
     prompt: Literal["original", "curated"]
-    kind: Literal["tools", "message"]
+    kind: Literal["tools", "message", "prompt_cache_key"]
     index: int | None = None
 
     def as_json(self) -> dict[str, Any]:
@@ -127,7 +144,14 @@ class CacheMiss:
         return out
 
 
-def turn_of(model: str, client: Prompt, upstream: Prompt, tools: bool) -> Turn:
+def turn_of(
+    model: str,
+    client: Prompt,
+    upstream: Prompt,
+    tools: bool,
+    partition: str = "",
+    min_tokens: int = MIN_CACHED_TOKENS,
+) -> Turn:
     """What `client` and `upstream` leave for the next turn."""
     client_keys = tuple(map(_KEY, client.blocks[:-1]))  # C loops: ~340 blocks a turn
     upstream_keys = client_keys
@@ -136,7 +160,33 @@ def turn_of(model: str, client: Prompt, upstream: Prompt, tools: bool) -> Turn:
         if upstream_keys == client_keys:
             upstream_keys = client_keys  # one tuple kept, not two
     ends = array("q", itertools.accumulate(map(_TOKENS, upstream.blocks[:-1])))
-    return Turn(model, client_keys, upstream_keys, ends[-1] if ends else 0, ends, tools)
+    marks = marks_of(upstream.blocks[:-1], ends, min_tokens) if upstream.explicit else None
+    total = ends[-1] if ends else 0
+    return Turn(model, client_keys, upstream_keys, total, ends, tools, partition, marks)
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What the `last` turn left in the provider's cache that `now` can read."""
+
+    last: Turn
+    now: Turn
+    cache: PrefixCache
+    scale: float
+
+    def upto(self, block: int, parted: int = 0) -> int:
+        """The tokens of the longest held prefix of the last upstream prompt that ends
+        before `block`; of those ending before `parted` (where both prompts are the same),
+        only the ones a breakpoint of `now` reaches."""
+        last, reach = self.last, self.now.marks
+        if last.marks is None:
+            return self.cache.cacheable(last.upstream_before(block))
+        found = [
+            p
+            for p in last.marks.written
+            if p < block and (p >= parted or (reach is not None and reach.reads(p)))
+        ]
+        return round(last.upstream_ends[max(found)] * self.scale) if found else 0
 
 
 def tolerance(cache: PrefixCache, predicted: int) -> int:
@@ -151,31 +201,36 @@ def attribute(
     origins: Sequence[int],
     reported: int | None,
     cache: PrefixCache,
+    scale: float = 1.0,
 ) -> CacheMiss:
     """This turn (`now`, each of its upstream blocks' client block index in `origins`)
-    compared with the `last` of its conversation."""
+    compared with the `last` of its conversation; `scale`: the upstream's count of an
+    explicit prompt per token of ours."""
     if last is None:
         return CacheMiss("first_turn", {}, 0, 0, reported)
-    expected = cache.cacheable(last.upstream_tokens)
+    held = Held(last, now, cache, scale)
+    expected = held.upto(len(last.upstream))
+    lost = max(expected - (reported or 0), 0)
     if last.model != now.model:
-        lost = max(expected - (reported or 0), 0)
         return CacheMiss("model_change", _nonzero(model_change=lost), expected, 0, reported)
+    if last.partition != now.partition:
+        at = Element("original", "prompt_cache_key")
+        return CacheMiss("client", _nonzero(client=lost), expected, 0, reported, at)
     client_at = _parting(last.client, now.client)
     upstream_at = _parting(last.upstream, now.upstream)
-    shared = now.upstream_before(upstream_at)
-    predicted = cache.cacheable(shared)
+    predicted = held.upto(upstream_at, upstream_at)
     credited = predicted if reported is None else reported
     left = max(expected - credited, 0)
-    kept = last.upstream_tokens  # the client held: its own edit loses nothing
+    kept = len(last.upstream)  # the client held: its own edit loses nothing
     if client_at < len(last.client):
         # Had curation held its prefix, the client's edit would part the upstream prompt at
         # the first block derived from it: what the last upstream prompt had before it stays.
         first = next((b for b, o in enumerate(origins) if o >= client_at), len(origins))
-        kept = max(last.upstream_before(first), shared)
-    client = min(expected - cache.cacheable(kept), left)
+        kept = max(first, upstream_at)
+    client = min(expected - held.upto(kept, upstream_at), left)
     short = predicted - credited
     expiry = min(short, left - client) if short > tolerance(cache, predicted) else 0
-    moved = upstream_at < len(last.upstream) and shared < kept
+    moved = upstream_at < len(last.upstream) and upstream_at < kept
     curation = left - client - expiry if moved else 0
     rebilled = _nonzero(client=client, expiry=expiry, curation=curation)
     cause = _cause(rebilled, client_at < len(last.client), moved)

@@ -56,6 +56,11 @@ class Attributed:
     tools: bool
     partition: str = ""
     """The client's `prompt_cache_key` (`cache_partition`)."""
+    scale: float = 1.0
+    """The upstream's count of the prompt it received per token of ours (`count_scale`)."""
+    priced: bool = True
+    """Whether the client prompt joins the prefix cache for its counterfactual reads (a
+    passthrough's are the reported ones: it keeps no prefix nodes)."""
 
 
 @dataclass(slots=True)
@@ -144,11 +149,14 @@ class Counterfactuals:
     def attribute(self, conversation: str, model: str, turn: Attributed) -> tuple[int, CacheMiss]:
         """`cached_tokens` of the turn's client prompt, and its cache-miss attribution
         against the conversation's last turn, which it then becomes."""
-        now = turn_of(model, turn.client, turn.upstream, turn.tools)
+        cache = self.cache
+        now = turn_of(
+            model, turn.client, turn.upstream, turn.tools, turn.partition, cache.min_tokens
+        )
         with self._lock:
             slot = self._take(conversation)
-            cached = self._add(slot, (model, turn.partition), turn.client)
-            found = attribute(slot.last, now, turn.origins, turn.reported, self.cache)
+            cached = self._add(slot, (model, turn.partition), turn.client) if turn.priced else 0
+            found = attribute(slot.last, now, turn.origins, turn.reported, cache, turn.scale)
             slot.last = now
             self._put(conversation, slot)
             return cached, found

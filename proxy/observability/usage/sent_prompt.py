@@ -12,6 +12,8 @@ import operator
 from collections.abc import Sequence
 from typing import cast
 
+from policies.breakpoint_cache import provider_blocks
+from policies.marks import marked, unmarked
 from policies.messages import Message
 from policies.prefix_cache import Block, Prompt
 from policies.tokens import TokenCounter
@@ -36,7 +38,7 @@ def sent_prompt(
     blocks = [*client.blocks[:lead], *map(client.blocks.__getitem__, index)]
     origins = [*range(lead), *index]
     if fresh:
-        _rewritten(blocks, origins, lead, fresh, sent, counter, model)
+        _rewritten(blocks, origins, lead, fresh, sent, counter, model, client.explicit)
     blocks.append(client.blocks[-1])
     origins.append(len(client.blocks) - 1)
     return Prompt(tuple(blocks)), origins
@@ -77,11 +79,20 @@ def _rewritten(
     sent: Sequence[Message],
     counter: TokenCounter,
     model: str,
+    explicit: bool,
 ) -> None:
     """Put in the messages curation rewrote: their own blocks, each derived from the
-    client's next message after the last one kept before it."""
-    keys, counts = counter.measure([sent[j] for j in fresh], model)
-    for j, key, tokens in zip(fresh, keys, counts, strict=True):
-        blocks[lead + j] = Block(key, tokens)
+    client's next message after the last one kept before it. Where the client set
+    breakpoints, a rewritten message keeps its own (curation keeps them, `policies.marks`),
+    keyed without it as `message_blocks` keys them."""
+    messages = [sent[j] for j in fresh]
+    keys, counts = counter.measure(messages, model)
+    for j, msg, key, tokens in zip(fresh, messages, keys, counts, strict=True):
+        block = Block(key, tokens)
+        if explicit:
+            mark = marked(msg)
+            key = counter.measure((unmarked(msg),), model)[0][0] if mark else key
+            block = Block(key, tokens, mark, provider_blocks(msg))
+        blocks[lead + j] = block
         before = origins[lead + j - 1] if lead + j > 0 else -1
         origins[lead + j] = max(before + 1, lead)

@@ -29,6 +29,7 @@ from policies.prefix_cache import Block, Prompt, message_blocks, tools_block
 from policies.pricing import Price, PriceTable, Usage, cost
 from policies.tokens import REPLY_PRIMING, TokenCounter
 from proxy.observability.usage.attribution import CacheMiss
+from proxy.observability.usage.cache_terms import cache_partition, count_scale, rebill_price
 from proxy.observability.usage.conversation import SESSION_HEADER, conversation_key
 from proxy.observability.usage.counterfactual import Attributed, Counterfactuals
 from proxy.observability.usage.estimate import Estimate, estimate, reasoning_tokens
@@ -55,6 +56,9 @@ class Sent:
     """Our count of the prompt that went upstream (`proxy.upstream.facts.sent_tokens`)."""
     upstream: Sequence[Message] | None = None
     """The messages that went upstream, when they are not `original` (curated, enforced)."""
+    passthrough: bool = False
+    """No curator ran: `original` is what went upstream, so the uncurated cost is the
+    actual one, and only the turn's cache attribution is worked out."""
 
     @classmethod
     def of(
@@ -68,11 +72,13 @@ class Sent:
         counts: Sequence[int] = (),
         counted_sent: int | None = None,
         upstream: Sequence[Message] | None = None,
+        passthrough: bool = False,
     ) -> Sent:
         """From the exchange: the session header, and the usage the upstream reported."""
         raw = next((v for n, v in headers if n.lower() == SESSION_HEADER_BYTES), None)
         session = raw.decode("latin-1") if raw is not None else None
-        return cls(model, body, original, session, usage, keys, counts, counted_sent, upstream)
+        measured = (keys, counts, counted_sent, upstream, passthrough)
+        return cls(model, body, original, session, usage, *measured)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,22 +177,19 @@ def _counterfactual(
     not, so later requests are matched against it."""
     model = sent.model or ""
     original = sent.original or ()
-    # Without messages (a passthrough) nothing is matched against the history: the key
-    # matters only as the client's session, so no digest is made.
+    # Without messages nothing is matched against the history: the key matters only as
+    # the client's session, so no digest is made.
     key = conversation_key(sent.session, original) if original or sent.session else ""
-    uncurated, found, miss = None, None, None
+    uncurated, found, miss, explicit = None, None, None, False
     if original:
         tools = tool_list(sent.body or {})  # as the budget counts them: the same prompt
         measured = (sent.keys, sent.counts)
         last = isinstance((sent.body or {}).get(CACHE_CONTROL), dict)  # Anthropic's automatic
         prompt = uncurated_prompt(original, counter, model, tools, history, *measured, last)
+        explicit = prompt.explicit
         cached, miss = _attribute(sent, prompt, counter, model, key, history, bool(tools))
-        output = sent.usage.output if sent.usage is not None else 0
-        reasoning = sent.usage.reasoning if sent.usage is not None else 0
-        found = _estimate(sent, counter, model, prompt.tokens)
-        counted = prompt.tokens if found is None else found.value
-        written, written_1h = _writes(sent.usage, counted - cached)
-        uncurated = Usage(counted, cached, output, reasoning, written, written_1h)
+        if not sent.passthrough:  # else the uncurated request is the one sent
+            uncurated, found = _uncurated(sent, counter, model, prompt, cached)
     dollars, span = None, None
     if price is not None and sent.usage is not None:
         dollars = cost(uncurated or sent.usage, price)
@@ -195,7 +198,7 @@ def _counterfactual(
             span = (cost(ends[0], price), cost(ends[1], price))
     window, encoding = history.memo((counter, model), lambda: _model_facts(counter, model))
     session = key if sent.session else None
-    rebill = None if price is None else (price.input - price.cached_input) / 1e6
+    rebill = rebill_price(price, sent.usage, explicit)
     facts = (window, encoding, found, span, miss, rebill)
     return Counterfactual(key, session, uncurated, dollars, *facts)
 
@@ -215,8 +218,24 @@ def _attribute(
     if sent.upstream is not None and sent.original is not None:
         upstream, origins = sent_prompt(prompt, sent.original, sent.upstream, counter, model)
     reported = sent.usage.cached if sent.usage is not None else None
-    turn = Attributed(prompt, upstream, origins, reported, tools, cache_partition(sent.body))
+    partition = cache_partition(sent.body)
+    scale = count_scale(sent.usage, upstream)
+    priced = not sent.passthrough
+    turn = Attributed(prompt, upstream, origins, reported, tools, partition, scale, priced)
     return history.attribute(key, model, turn)
+
+
+def _uncurated(
+    sent: Sent, counter: TokenCounter, model: str, prompt: Prompt, cached: int
+) -> tuple[Usage, Estimate | None]:
+    """The uncurated prompt's usage (`cached`: its counterfactual reads), and the range of
+    its count when it is an estimate."""
+    output = sent.usage.output if sent.usage is not None else 0
+    reasoning = sent.usage.reasoning if sent.usage is not None else 0
+    found = _estimate(sent, counter, model, prompt.tokens)
+    counted = prompt.tokens if found is None else found.value
+    written, written_1h = _writes(sent.usage, counted - cached)
+    return Usage(counted, cached, output, reasoning, written, written_1h), found
 
 
 def _writes(usage: Usage | None, uncached: int) -> tuple[int, int]:
@@ -271,13 +290,6 @@ def uncurated_prompt(
     blocks.extend(message_blocks(found, sizes, messages, partial(_key, counter, model), automatic))
     blocks.append(Block(PRIMING_KEY, REPLY_PRIMING, width=0))
     return Prompt(tuple(blocks))
-
-
-def cache_partition(body: Mapping[str, Any] | None) -> str:
-    """The client's `prompt_cache_key` (OpenAI): prompts under distinct keys share no
-    cache. "" when unset."""
-    value = body.get("prompt_cache_key") if body is not None else None
-    return value if isinstance(value, str) else ""
 
 
 def _key(counter: TokenCounter, model: str, msg: Message) -> bytes:

@@ -24,6 +24,7 @@ import psycopg
 from proxy.observability.audit.readers.aggregate import GroupRow, typed_row
 from proxy.observability.audit.readers.aggregate_postgres import POSTGRES_GROUPS
 from proxy.observability.audit.readers.base import StoredRow, resolve_tools, stored_summary
+from proxy.observability.audit.readers.cache_aggregate import CacheSums, postgres_cache_sums
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -208,6 +209,10 @@ class PostgresReader:
             if schema.unavailable(exc):
                 raise StoreUnavailable(f"postgres: {schema.scrub(str(exc)).strip()}") from None
             raise
+
+    def cache_sums(self, since: float, until: float | None) -> CacheSums:
+        """`curator report --cache`'s sums per route and conversation, in SQL."""
+        return postgres_cache_sums(self._rows, since, until, self._full)
 
     def close(self) -> None:
         self._conn.close()

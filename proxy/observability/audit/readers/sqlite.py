@@ -13,6 +13,7 @@ import orjson
 from policies.messages import text_of
 from proxy.observability.audit.readers.aggregate import GroupRow, sqlite_groups
 from proxy.observability.audit.readers.base import StoredRow, resolve_tools, stored_summary
+from proxy.observability.audit.readers.cache_aggregate import CacheSums, sqlite_cache_sums
 from proxy.observability.audit.readers.query import (
     FACET_LIMIT,
     FACETS,
@@ -235,6 +236,10 @@ class SqliteReader:
     def _messages(self, digests: list[bytes]) -> list[Any]:
         found = {d: orjson.loads(b) for d, b in self.bodies(list(dict.fromkeys(digests))).items()}
         return [found.get(d, {"missing": d.hex()}) for d in digests]
+
+    def cache_sums(self, since: float, until: float | None) -> CacheSums:
+        """`curator report --cache`'s sums per route and conversation, in SQL."""
+        return sqlite_cache_sums(self._conn, since, until, self._full)
 
     def close(self) -> None:
         self._conn.close()
