@@ -262,9 +262,10 @@ def _restore(
 
 
 def _cuttable(msg: Message) -> bool:
-    """String content not already cut by this curator (so a re-run changes nothing)."""
+    """String content not already cut by this curator (so a re-run changes nothing): its
+    marker sits between a head and a tail, or alone between blank lines, never last."""
     content = msg.get("content")
-    return isinstance(content, str) and bool(content) and not content.endswith(_MARK_END)
+    return isinstance(content, str) and bool(content) and _MARK_END not in content
 
 
 def _overflow_cut(text: str, total: int, target: int, ctx: CurationContext) -> tuple[str, int]:

@@ -129,13 +129,16 @@ def agent_turns(turns: int, run: int = 1) -> Iterator[list[dict[str, Any]]]:
 def wait_for(db: Path, ids: list[str]) -> None:
     """Until the writer thread stored every id (bounded; the outcome is what tests assert)."""
     for _ in range(400):
-        if db.is_file():
+        try:
             reader = SqliteReader(str(db))
-            try:
-                if all(reader.get(rid) is not None for rid in ids):
-                    return
-            finally:
-                reader.close()
+        except FileNotFoundError:  # no file yet, or its tables not yet
+            time.sleep(0.025)
+            continue
+        try:
+            if all(reader.get(rid) is not None for rid in ids):
+                return
+        finally:
+            reader.close()
         time.sleep(0.025)
     raise AssertionError(f"audit records {ids} were not written")
 

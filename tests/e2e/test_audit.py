@@ -10,7 +10,6 @@ import json
 import logging
 import os
 import random
-import sqlite3
 import string
 import time
 from collections.abc import Iterator
@@ -166,15 +165,16 @@ def leaks(data: str | bytes, secrets: dict[str, Secret]) -> list[str]:
 def wait_for_records(db: Path, ids: list[str]) -> None:
     """Until the writer thread has stored them (bounded: the outcome is what is asserted)."""
     for _ in range(400):
-        if db.is_file():
+        try:
             reader = SqliteReader(str(db))
-            try:
-                if all(reader.get(rid) is not None for rid in ids):
-                    return
-            except sqlite3.OperationalError:  # the file exists, its tables not yet
-                pass
-            finally:
-                reader.close()
+        except FileNotFoundError:  # no file yet, or its tables not yet
+            time.sleep(0.025)
+            continue
+        try:
+            if all(reader.get(rid) is not None for rid in ids):
+                return
+        finally:
+            reader.close()
         time.sleep(0.025)
     raise AssertionError(f"audit records {ids} were not written")
 

@@ -226,3 +226,22 @@ def test_invalid_parameters_name_the_field(
         TokenBudget(**kwargs)
     assert info.value.field == field
     assert message in info.value.message
+
+
+def test_an_overflow_left_over_budget_is_not_cut_again_on_the_next_turn() -> None:
+    # The pins and the newest unit cannot fit even with every content cut to its marker:
+    # the result is forwarded as is, and curating it again must leave the markers alone
+    # (a marker alone, "\n\n[... 1,801 tokens removed ...]\n\n", was cut to "[... 19 ...]").
+    messages = [
+        system(),
+        user("Fix the failing test."),
+        assistant_calls("call_0", "call_1"),
+        tool_result("call_0", " ".join(f"line{i}" for i in range(60))),
+        tool_result("call_1", " ".join(f"données{i}" for i in range(600))),
+    ]
+    budget = ctx(budget=80, on_overflow="truncate")
+    out = TokenBudget().curate(messages, budget)
+    assert out.actions[-1].reason.startswith("overflow: still")  # over budget, as is
+    assert marker(1) not in str(out.messages)
+    again = TokenBudget().curate(out.messages, budget)
+    assert again.messages == out.messages
