@@ -151,5 +151,6 @@ def test_a_screenshot_overflow_is_rescued(upstream: tuple[ImageCountingUpstream,
     refused, accepted = hostile.counts
     assert refused > WINDOW >= accepted
     first = proxy.records[-1].rescued  # the refused attempt is kept in the record
-    assert first is not None and first.tokens_after is not None
+    assert first is not None
+    assert first.tokens_after is not None
     assert int(response.headers["x-curator-tokens-after"]) <= first.tokens_after // 2
