@@ -57,8 +57,11 @@ def _lookahead_widths(node: Any, parser: Any) -> int:
 def finditer(pattern: re.Pattern[str], text: str, far: int | None) -> Iterator[re.Match[str]]:
     """`pattern.finditer(text)`, a window at a time when its reach `far` is bounded."""
     if far is None or len(text) <= WINDOW:
-        yield from pattern.finditer(text)
-        return
+        return pattern.finditer(text)  # most texts: no generator around it
+    return _windowed(pattern, text, far)
+
+
+def _windowed(pattern: re.Pattern[str], text: str, far: int) -> Iterator[re.Match[str]]:
     pos = 0
     while pos < len(text):
         stop = pos + WINDOW
@@ -74,7 +77,9 @@ def finditer(pattern: re.Pattern[str], text: str, far: int | None) -> Iterator[r
 
 def search(pattern: re.Pattern[str], text: str, far: int | None) -> bool:
     """Whether `pattern` matches somewhere in `text` (windows, as `finditer`)."""
-    return next(finditer(pattern, text, far), None) is not None
+    if far is None or len(text) <= WINDOW:
+        return pattern.search(text) is not None
+    return next(_windowed(pattern, text, far), None) is not None
 
 
 def contains(text: str, needle: str) -> bool:
