@@ -3,9 +3,11 @@ every other client, read from the proxy's own loop-lag metric
 (`curator_event_loop_lag_max_seconds`: the largest delay of the event loop in the last 10 s).
 
 - One 25 MB prompt with no newline, audited (SQLite, the default sink): its redaction
-  searched the whole text in one `re` call and held the GIL ~1.1-3 s (lag max 3.1 s here);
-  searched a window at a time, the lag max is ~0.1-0.25 s on this 2-core machine under
-  load (what is left: single copies and parses of the 25 MB body, see docs/performance.md).
+  searched the whole text in one `re` call and held the GIL ~1.1-3 s (lag max 1.4-3.1 s
+  here); searched a window at a time (and the body decoded a piece at a time), the lag max
+  is 30-46 ms with the server at `nice -10`, up to ~0.45 s on this 2-core machine under
+  heavy load from other processes (what is left: single copies of the 25 MB body, see
+  docs/performance.md).
 - 16 MiB WebSocket messages, both ways: relayed upstream in 1 MiB fragments (was: one
   frame, encoded and masked in one step of the loop), the upstream's read and handed on in
   two steps.
@@ -44,7 +46,7 @@ from tests.hardening.upstreams import Quick
 
 BIG_PROMPT_CHARS = 25_000_000
 BIG_LAG_BOUND = "0.5"
-"""Seconds, a bucket of the lag histogram: was 3.1 s (one 25 MB prompt); now ~0.1-0.25."""
+"""Seconds, a bucket of the lag histogram: was 1.4-3.1 s (one 25 MB prompt); now 0.03-0.45."""
 WS_MESSAGE = 16 * 2**20 - 64
 WS_MESSAGES = 4
 WS_LAG_BOUND = "0.1"
