@@ -11,9 +11,9 @@ screenshots by file id was 406 tokens by our count and 9,382 by the upstream's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
-from policies.images import ImagePricing, image_part_tokens, opaque_part_tokens
+from policies.images import ImagePricing, data_url_size, image_part_tokens, opaque_part_tokens
 
 IMAGE_PART_TYPES = frozenset({"input_image", "computer_screenshot"})
 SCREENSHOT_ITEM = "computer_call_output"
@@ -51,3 +51,28 @@ def _image(image: Mapping[str, object], pricing: ImagePricing) -> int:
     return image_part_tokens(
         {"url": url if isinstance(url, str) else None, "detail": image.get("detail")}, pricing
     )
+
+
+def holds_guessed_images(messages: Iterable[Mapping[str, object]]) -> bool:
+    """Whether any of `messages` holds an image whose size was guessed, not read (a file
+    id, a remote URL): its count may be far from the upstream's, which an overflow rescue
+    must allow for (`proxy.curation.rescue`)."""
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(_guessed(part) for part in content):
+            return True
+    return False
+
+
+def _guessed(part: object) -> bool:
+    if not isinstance(part, Mapping):
+        return False
+    if part.get("type") == "image_url":
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, Mapping) else image
+    elif is_image_part(part):
+        image = part if _is_image(part) else part.get("output")
+        url = image.get("image_url") if isinstance(image, Mapping) else None
+    else:
+        return False
+    return not (isinstance(url, str) and data_url_size(url) is not None)

@@ -29,6 +29,12 @@ window. A history grows a turn at a time, so the first refusal comes just past t
 window, and half of it fits any window at least that large. A fixed 8192 would fit nearly
 every model too, but keep a quarter of what fits a 32k one; half the assumed window (64k)
 cuts nothing on a request below it. A guess, so it is not kept for the model.
+
+So does such an error on a prompt holding images whose size was guessed (by file id, a
+remote URL: counted as the largest of their detail, `policies.image_parts`), whatever the
+window: an upstream may count a screenshot at more than twice that (a request of 41
+screenshots by file id was refused at 62k tokens by our count, and 10% under the window cut
+nothing: the client got the 400).
 """
 
 from __future__ import annotations
@@ -43,10 +49,11 @@ from dataclasses import dataclass, replace
 import orjson
 
 from policies.calibration import BudgetHints
+from policies.image_parts import holds_guessed_images
 from policies.summary_io import Services
 from proxy.curation.plan import CurationSetup, Plan
 from proxy.curation.replan import replan
-from proxy.observability.exchange import FirstAttempt
+from proxy.observability.exchange import ExchangeRecord, FirstAttempt
 from proxy.types import Headers
 from proxy.upstream.client import UpstreamClient, UpstreamRequest, UpstreamResponse
 from proxy.upstream.facts import sent_tokens
@@ -252,7 +259,7 @@ async def retry_request(
         facts.overflowed(upstream, model, overflow.window)  # later requests start there
     first = FirstAttempt(record.curated, record.actions, record.tokens_after, error)
     hints = tightened(pending.hints, overflow, ours)
-    if overflow.window is None and pending.window_assumed:
+    if overflow.window is None and (pending.window_assumed or _images_guessed(overflow, record)):
         budget = pending.choice.policy.budget(pending.wire.facts, counter, pending.hints)
         hints = replace(halved(pending.hints, ours, budget.reserve_output), scale=hints.scale)
     again = await replan(pending, counter, hints, services, setup.offload)
@@ -271,3 +278,9 @@ async def retry_request(
         record.tokens_after,
     )
     return replace(request, body=again.body)
+
+
+def _images_guessed(overflow: Overflow, record: ExchangeRecord) -> bool:
+    """An overflow stating no count, of a prompt holding images counted at a guessed size:
+    how far off that guess was, nothing says (`halved`)."""
+    return overflow.prompt is None and holds_guessed_images(record.curated or ())

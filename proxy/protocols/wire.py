@@ -11,6 +11,7 @@ import orjson
 from proxy.config.limits import Limits
 from proxy.errors import ProxyError
 from proxy.protocols.base import WireRequest
+from proxy.protocols.lifted import loads as lifted_loads
 
 ORJSON_MAX_LOAD_DEPTH = 1024
 BRACKET_COUNT_MAX_BYTES = 16 * 1024
@@ -199,7 +200,7 @@ def open_body(raw: bytes, limits: Limits, key: str, noun: str) -> Opened | WireR
     `noun`) and its depth checked, both within `limits` (a `ProxyError` past them); or the
     `WireRequest` of a body that is no JSON object (`invalid_json`, `not_an_object`)."""
     try:
-        parsed = orjson.loads(raw)
+        parsed = lifted_loads(raw)  # a huge body's long strings a piece at a time
     except orjson.JSONDecodeError:
         check_depth(raw, None, limits.max_json_depth)
         return WireRequest(raw, None, None, "invalid_json", (), {})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from policies.image_parts import holds_guessed_images
 from policies.images import LOW_DETAIL, MAX_IMAGE_TOKENS, MAX_PATCHES
 from policies.tokens import TokenCounter
 
@@ -35,10 +36,24 @@ def test_a_screenshot_output_counts_its_image_and_its_other_fields() -> None:
     assert _tokens(low) < LOW_DETAIL + 60
 
 
+PNG = (  # 1x1
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "YPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
 def test_a_sized_data_url_is_still_priced_by_its_size() -> None:
-    # 1x1 PNG: one tile (85 + 170), not the largest image
-    png = (
-        "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
-        "YPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
-    )
-    assert _tokens({"type": "input_image", "image_url": png}) == 85 + 170
+    # one tile (85 + 170), not the largest image
+    assert _tokens({"type": "input_image", "image_url": PNG}) == 85 + 170
+
+
+def test_images_of_a_guessed_size_are_found_for_the_overflow_rescue() -> None:
+    def user(*parts: object) -> dict[str, Any]:
+        return {"role": "user", "content": [{"type": "text", "text": "look"}, *parts]}
+
+    remote = {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}
+    for guessed in (BY_FILE, SCREENSHOT, remote, {"type": "image_url", "image_url": "x.png"}):
+        assert holds_guessed_images([{"role": "system", "content": "s"}, user(guessed)])
+    sized = {"type": "image_url", "image_url": {"url": PNG}}
+    for known in (sized, {"type": "input_image", "image_url": PNG}, {"type": "text"}, "bare"):
+        assert not holds_guessed_images([user(known), {"role": "user", "content": "text"}])

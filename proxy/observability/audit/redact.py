@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.observability.audit import windows
 from proxy.observability.audit.detectors import BUILTIN, NAME, Detector, custom_detector, min_width
 from proxy.observability.audit.pieces import Known, piece_spans
 
@@ -49,7 +50,7 @@ Span = tuple[int, int, int]
 class Redactor:
     """Replaces secrets with `[REDACTED:<detector>]` in text and in JSON-like values."""
 
-    __slots__ = ("_known", "_labels", "_min_len", "_needles", "_short", "detectors")
+    __slots__ = ("_far", "_known", "_labels", "_min_len", "_needles", "_short", "detectors")
 
     def __init__(self, detectors: Sequence[Detector]) -> None:
         self.detectors = tuple(detectors)
@@ -64,6 +65,9 @@ class Redactor:
         )
         """Every needle in one pattern, when every detector has some: one search tells
         whether any detector needs to run at all."""
+        patterns = (self._needles, *(p for d in self.detectors for p in (d.pattern, d.gate)))
+        self._far = [windows.reach(p) if p is not None else None for p in patterns]
+        """`windows.reach` of the needles, then of each detector's pattern and gate."""
         self._known: Known = ()
         """Secrets found elsewhere whose pieces are redacted too (see `with_known`)."""
         self._short: dict[str, str] = {}
@@ -187,15 +191,17 @@ class Redactor:
         return spans
 
     def _scan(self, text: str) -> list[Span]:
+        """Every detector's matches; a long text a window at a time (`windows`)."""
         spans: list[Span] = []
-        if self._needles is not None and self._needles.search(text) is None:
+        if self._needles is not None and not windows.search(self._needles, text, self._far[0]):
             return spans
         for which, det in enumerate(self.detectors):
-            if det.needles and not any(n in text for n in det.needles):
+            if det.needles and not any(windows.contains(text, n) for n in det.needles):
                 continue
-            if det.gate is not None and det.gate.search(text) is None:
+            far, gate_far = self._far[1 + 2 * which : 3 + 2 * which]
+            if det.gate is not None and not windows.search(det.gate, text, gate_far):
                 continue
-            for match in det.pattern.finditer(text):
+            for match in windows.finditer(det.pattern, text, far):
                 start, end = match.span(det.group)
                 if start == end or (det.accept is not None and not det.accept(text[start:end])):
                     continue
