@@ -88,6 +88,9 @@ class PostgresSink:
         self._connect_timeout_s = connect_timeout_s
         self._deadline = Deadline(timeout_s)
         self._conn: psycopg.Connection[Any] | None = None
+        self._fill_from: bytes | None = b""
+        """Where the next retention pass goes on filling older records' report columns;
+        None once it reached the end (what this sink writes is filled as it is written)."""
         self._known: OrderedDict[bytes, float] = OrderedDict()
         """Messages this sink stored, with the `last_used` it gave them: within the slack
         they need not be sent again, so a conversation's resent history costs nothing.
@@ -107,6 +110,7 @@ class PostgresSink:
                 raise
             self._conn = conn
             self._known.clear()
+            self._fill_from = b""  # maybe another database now: look for unfilled records
         return self._conn
 
     def write_many(self, records: Sequence[AuditRecord]) -> None:
@@ -157,8 +161,9 @@ class PostgresSink:
         retention: the writer calls this at start, so a database down shows at once."""
         with self._mapped():
             conn = self._connection()
-            with self._deadline.bound(conn):
-                backfill_postgres(conn, FILL_PER_PRUNE)
+            if self._fill_from is not None:
+                with self._deadline.bound(conn):
+                    _, self._fill_from = backfill_postgres(conn, FILL_PER_PRUNE, self._fill_from)
             if self.max_age_days is None:
                 return 0
             cutoff = (time.time() if now is None else now) - self.max_age_days * 86400

@@ -13,6 +13,7 @@ asking, without stalling the writer for long.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,11 @@ BATCH = 5000
 """Records a transaction fills: ~0.1 s of holding the write lock."""
 _SET = ", ".join(f"{c} = ?" for c in REPORT_COLUMNS)
 _SQLITE_UPDATE = f"UPDATE records SET {_SET} WHERE seq = ?"
+NEXT_UNFILLED = (
+    "SELECT seq, time, fields FROM records WHERE rep_day IS NULL "
+    "AND (time, seq) > (?, ?) ORDER BY time, seq LIMIT ?"
+)
+"""The next unfilled records after (time, seq), through `records_unreported`."""
 _PG_TYPES = tuple("float8" if c in MONEY else "bigint" for c in REPORT_COLUMNS)
 _PG_UPDATE = (
     f"UPDATE audit_records AS r SET ({', '.join(REPORT_COLUMNS)}) = "
@@ -55,29 +61,30 @@ def stored_values(time: float, fields: bytes | memoryview) -> Values:
 
 def backfill_sqlite(conn: sqlite3.Connection, limit: int | None = None) -> int:
     """Fill up to `limit` (else all) unfilled records, oldest first; how many were filled.
-    A record left unfilled on purpose (`UNFILLED`) is tried again each time: rare."""
+    They are found through `records_unreported` (only they are in it), so a pass over a
+    filled store reads nothing; one left unfilled on purpose (`UNFILLED`) is stepped over."""
     done = 0
-    after = -1
+    after: tuple[float, int] = (-math.inf, -1)
     while limit is None or done < limit:
         size = BATCH if limit is None else min(BATCH, limit - done)
         with transaction(conn):
-            rows = conn.execute(
-                "SELECT seq, time, fields FROM records WHERE rep_day IS NULL AND seq > ? "
-                "ORDER BY seq LIMIT ?",
-                (after, size),
-            ).fetchall()
+            rows = conn.execute(NEXT_UNFILLED, (*after, size)).fetchall()
             conn.executemany(_SQLITE_UPDATE, [(*stored_values(t, f), seq) for seq, t, f in rows])
         done += len(rows)
         if len(rows) < size:
             break
-        after = rows[-1][0]
+        after = (rows[-1][1], rows[-1][0])
     return done
 
 
-def backfill_postgres(conn: psycopg.Connection[Any], limit: int | None = None) -> int:
-    """`backfill_sqlite` on PostgreSQL: batches in `uid` order, row locks only."""
+def backfill_postgres(
+    conn: psycopg.Connection[Any], limit: int | None = None, after: bytes = b""
+) -> tuple[int, bytes | None]:
+    """`backfill_sqlite` on PostgreSQL, in `uid` order from `after`, row locks only: how
+    many were filled, and where to go on from (None: the end was reached). No index finds
+    the unfilled records (building one would block writers), so the writer remembers where
+    it stopped and, once at the end, looks no more (`PostgresSink.prune`)."""
     done = 0
-    after = b""
     while limit is None or done < limit:
         size = BATCH if limit is None else min(BATCH, limit - done)
         with conn.transaction():
@@ -90,9 +97,9 @@ def backfill_postgres(conn: psycopg.Connection[Any], limit: int | None = None) -
                 conn.execute(_PG_UPDATE, _columns(rows))
         done += len(rows)
         if len(rows) < size:
-            break
+            return done, None
         after = bytes(rows[-1][0])
-    return done
+    return done, after
 
 
 def _columns(rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:

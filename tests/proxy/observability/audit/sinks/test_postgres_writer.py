@@ -336,6 +336,7 @@ def test_a_failed_migration_closes_its_connection(sink: PostgresSink, db: Databa
 def test_prune_without_retention_only_connects(db: Database) -> None:
     forever = PostgresSink(DSN, connect_timeout_s=2.5)
     assert forever.prune(now=T0) == 0
+    assert forever.prune(now=T0) == 0  # nothing was left to fill: not looked for again
     assert db.migrated == ["audit.dsn"]
     assert db.conns[0].statements() == [["SELECT uid, time, fields FROM audit_records"]]
     forever.close()

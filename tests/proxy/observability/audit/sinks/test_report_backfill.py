@@ -21,6 +21,7 @@ from proxy.observability.audit.sinks import postgres_schema, sqlite_schema
 from proxy.observability.audit.sinks.base import stored_fields
 from proxy.observability.audit.sinks.postgres_writer import PostgresSink, record_uid
 from proxy.observability.audit.sinks.report_backfill import (
+    NEXT_UNFILLED,
     backfill_postgres,
     backfill_sqlite,
     stored_values,
@@ -86,6 +87,11 @@ def test_the_sqlite_sink_writes_the_columns_of_the_fields_it_stores(tmp_path: Pa
     assert [row[2:] for row in rows] == [stored_values(row[0], row[1]) for row in rows]
     assert all(row[2] is not None for row in rows)
     assert "COVERING INDEX records_report" in str(plan)  # no sort, no table row read
+    with closing(sqlite3.connect(db, isolation_level=None)) as conn:
+        conn.execute("UPDATE records SET rep_day = NULL WHERE seq = 1")
+        plan = conn.execute(f"EXPLAIN QUERY PLAN {NEXT_UNFILLED}", (0, 0, 1)).fetchall()
+        assert backfill_sqlite(conn) == 1  # found through the index of unfilled records
+    assert "records_unreported" in str(plan)
 
 
 def test_a_value_no_column_holds_leaves_the_record_to_its_json() -> None:
@@ -121,7 +127,7 @@ def test_an_old_postgres_store_reports_the_same_before_during_and_after(fresh_ds
     with postgres_schema.connect(fresh_dsn) as conn:
         assert postgres_schema.migrate(conn, where="test") == [2]
         assert reported(PostgresReader(fresh_dsn)) == wanted
-        assert backfill_postgres(conn, 5) == 5
+        assert backfill_postgres(conn, 5)[0] == 5
         assert reported(PostgresReader(fresh_dsn)) == wanted
     assert main(["audit", "migrate", "--path", fresh_dsn]) == 0
     with psycopg.connect(fresh_dsn) as conn:
