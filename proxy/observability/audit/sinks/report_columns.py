@@ -53,7 +53,7 @@ def report_values(time: float, fields: Mapping[str, Any]) -> Values:
         _int(usage.get("cache_write")) + _int(usage.get("cache_write_1h")),
         _int(usage.get("output")),
     )
-    if any(not -_INT64 <= n < _INT64 for n in counts):
+    if min(counts) < -_INT64 or max(counts) >= _INT64:
         return UNFILLED
     cost = fields.get("cost")
     money, estimated = _money(cost) if isinstance(cost, dict) else ((None,) * 4, 0)
