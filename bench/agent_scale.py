@@ -91,13 +91,19 @@ def rows(args: argparse.Namespace, work: Path) -> Iterator[tuple[str, str, str]]
             one = ["report", *SINCE, *pg, "--conversation", "agent-0"]
             yield ("report --conversation, PostgreSQL", label, _figure(measure(tree, one)))
     if args.million and args.million_dsn:
+        started = time.monotonic()
         million_postgres(args.million_dsn, args.million)
+        took = f"{time.monotonic() - started:.1f} s"
+        yield (f"write and fill {args.million:,} records, PostgreSQL", "-", took)
         for label, tree in trees:
             run = measure(tree, ["report", *SINCE, "--path", args.million_dsn])
             yield (f"report, {args.million:,} records, PostgreSQL", label, _figure(run))
     if args.million:
         big = work / "million.db"
+        started = time.monotonic()
         million(str(big), args.million)
+        took = f"{time.monotonic() - started:.1f} s"
+        yield (f"write and fill {args.million:,} records, SQLite", "-", took)
         for label, tree in trees:
             run = measure(tree, ["report", *SINCE, "--path", str(big)])
             yield (f"report, {args.million:,} records, SQLite", label, _figure(run))

@@ -5,7 +5,8 @@ Each turn resends the whole history and adds a tool call and its result; the cur
 keeps the pinned messages and the newest turns within ~100k tokens, all but the two newest
 tool results cut to a head (a new message each, stored once, as `tool_result_truncation`
 does). Text is drawn from a seeded vocabulary, so gzip finds what it would in real text,
-not the runs of a repeated string. `million(path, n)` inserts small synthetic rows directly.
+not the runs of a repeated string. `million(path, n)` inserts small synthetic rows directly,
+then fills their report columns as `curator audit migrate` would (`report_backfill`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import orjson
 
 from proxy.observability.audit.entry import AuditRecord
 from proxy.observability.audit.message_cache import StoredMessage, message_digest
-from proxy.observability.audit.sinks.sqlite import SqliteSink
+from proxy.observability.audit.sinks.report_backfill import backfill_postgres, backfill_sqlite
+from proxy.observability.audit.sinks.sqlite import SqliteSink, connect_writer
 from proxy.observability.audit.stamps import iso_time
 
 CHARS_PER_TOKEN = 4
@@ -166,6 +168,11 @@ def million(path: str, records: int) -> None:
     )
     conn.commit()
     conn.close()
+    fill = connect_writer(path)
+    try:
+        backfill_sqlite(fill)  # the report columns, as `curator audit migrate` fills them
+    finally:
+        fill.close()
 
 
 def _row(n: int) -> tuple[float, str, str, bytes]:
@@ -203,3 +210,5 @@ def million_postgres(dsn: str, records: int) -> None:
             "0.004, 'uncurated_usd', 0.009))::text, 'UTF8') FROM generate_series(0, %s) AS n",
             (START, records - 1),
         )
+        conn.commit()
+        backfill_postgres(conn)

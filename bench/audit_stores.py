@@ -48,6 +48,7 @@ from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks import postgres_schema as schema
 from proxy.observability.audit.sinks import postgres_writer as pgw
 from proxy.observability.audit.sinks.postgres_writer import PostgresSink
+from proxy.observability.audit.sinks.report_columns import REPORT_COLUMNS, report_values
 from proxy.observability.audit.sinks.sqlite import SqliteSink
 from proxy.observability.exchange import ExchangeRecord
 from proxy.protocols.chat import CHAT
@@ -123,7 +124,7 @@ class AsyncpgWriter:
     async def _write(self, records: Sequence[AuditRecord]) -> None:
         bodies: dict[bytes, bytes] = {}
         used: dict[bytes, float] = {}
-        columns: list[list[Any]] = [[] for _ in range(12)]
+        columns: list[list[Any]] = [[] for _ in range(12 + len(REPORT_COLUMNS))]
         for record in records:
             for m in record.original + (record.curated or ()):
                 bodies[m.digest], used[m.digest] = m.data, record.time
@@ -131,6 +132,7 @@ class AsyncpgWriter:
             row = (pgw.record_uid(record, original, None), record.time)
             row += tuple(record.fields.get(c) for c in pgw._COLUMNS)
             row += (original, None, pgw.orjson.dumps(record.fields))
+            row += report_values(record.time, record.fields)
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
         digests = sorted(bodies)

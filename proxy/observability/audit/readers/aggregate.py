@@ -1,5 +1,7 @@
 """`curator report`'s totals, added up by the database: one SQL `GROUP BY` over the records'
-columns and their `fields` JSON, no message read, no record brought back to Python.
+columns and their `fields` JSON, no message read, no record brought back to Python. Since
+the report columns (schema 5), this reads only the records not filled yet; the others are
+added up from their columns (`aggregate_columns`).
 
 Before, the report read every record whole (its messages resolved) and added them up in
 Python: a 420-record, 200-turn agent store took over a minute. Each group's sums here follow
@@ -76,12 +78,13 @@ SELECT coalesce(nullif(route, ''), '-'), coalesce(nullif(policy, ''), '-'),
   sum(CASE WHEN json_type(f, '$.cost') = 'object' THEN
       CASE WHEN {ranged} THEN {high} ELSE {figure} END END)
 FROM (SELECT time, route, policy, model, CAST(fields AS TEXT) AS f FROM records
-      WHERE time >= ? AND time < ? AND kind != 'summarizer')
+      WHERE time >= ? AND time < ? AND kind != 'summarizer'{unfilled})
 GROUP BY 1, 2, 3, 4
 """
-_SQLITE = _TEMPLATE.format(
-    ranged=_RANGED, low=_END.format(i=0), high=_END.format(i=1), figure=_FIGURE
-)
+_ENDS = {"ranged": _RANGED, "low": _END.format(i=0), "high": _END.format(i=1), "figure": _FIGURE}
+_SQLITE = _TEMPLATE.format(**_ENDS, unfilled="")
+SQLITE_UNFILLED = _TEMPLATE.format(**_ENDS, unfilled=" AND rep_day IS NULL")
+"""Only the records whose report columns are not filled (`aggregate_columns`)."""
 
 
 def sqlite_groups(conn: sqlite3.Connection, since: float, until: float | None) -> list[GroupRow]:

@@ -22,7 +22,11 @@ import orjson
 import psycopg
 
 from proxy.observability.audit.readers.aggregate import GroupRow, typed_row
-from proxy.observability.audit.readers.aggregate_postgres import POSTGRES_GROUPS
+from proxy.observability.audit.readers.aggregate_columns import merged
+from proxy.observability.audit.readers.aggregate_postgres import (
+    POSTGRES_COLUMN_GROUPS,
+    POSTGRES_GROUPS,
+)
 from proxy.observability.audit.readers.base import StoredRow, resolve_tools, stored_summary
 from proxy.observability.audit.readers.cache_aggregate import CacheSums, postgres_cache_sums
 from proxy.observability.audit.readers.query import (
@@ -42,6 +46,8 @@ from proxy.observability.audit.sinks.base import StoreUnavailable, split_digests
 
 _FULL = "SELECT fields, original, curated FROM audit_records "
 CHUNK = 1000
+REPORT_COLUMNS_SINCE = 2
+"""The schema version that added the report columns; an older store's report reads JSON."""
 REPORT_TIMEOUT_S = 600
 """A report's statements (`grouped`, `conversation_fields`) may run this long: adding up a
 million records takes longer than the writer's `timeout_s`, which the connection has."""
@@ -60,6 +66,7 @@ class PostgresReader:
         if current == 0:
             self._conn.close()
             raise FileNotFoundError("no audit store in this database (nothing written yet)")
+        self._columns = current >= REPORT_COLUMNS_SINCE
 
     def summaries(self, *, limit: int, route: str | None = None) -> list[dict[str, Any]]:
         """The newest records, newest first, without their messages."""
@@ -113,7 +120,10 @@ class PostgresReader:
         """`curator report`'s totals by route, policy, model and day, summed in SQL."""
         end = float("inf") if until is None else until
         with self._patient():
-            return [typed_row(r) for r in self._rows(POSTGRES_GROUPS, (since, end))]
+            if not self._columns:
+                return [typed_row(r) for r in self._rows(POSTGRES_GROUPS, (since, end))]
+            rows = self._rows(POSTGRES_COLUMN_GROUPS, (since, end) * 2)
+            return merged(typed_row(r) for r in rows)
 
     def conversation_fields(
         self, key: str, since: float, until: float | None

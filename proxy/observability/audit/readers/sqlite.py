@@ -12,6 +12,7 @@ import orjson
 
 from policies.messages import text_of
 from proxy.observability.audit.readers.aggregate import GroupRow, sqlite_groups
+from proxy.observability.audit.readers.aggregate_columns import column_groups
 from proxy.observability.audit.readers.base import StoredRow, resolve_tools, stored_summary
 from proxy.observability.audit.readers.cache_aggregate import CacheSums, sqlite_cache_sums
 from proxy.observability.audit.readers.query import (
@@ -24,6 +25,9 @@ from proxy.observability.audit.readers.query import (
     sql_where,
 )
 from proxy.observability.audit.sinks.sqlite import BUSY_TIMEOUT_MS, DIGEST_SIZE, split_digests
+
+REPORT_COLUMNS_SINCE = 5
+"""The schema version that added the report columns (`sinks.sqlite_schema`)."""
 
 
 class SqliteReader:
@@ -103,8 +107,12 @@ class SqliteReader:
         return found
 
     def grouped(self, since: float, until: float | None) -> list[GroupRow]:
-        """`curator report`'s totals by route, policy, model and day, summed in SQL."""
-        return sqlite_groups(self._conn, since, until)
+        """`curator report`'s totals by route, policy, model and day, summed in SQL: from
+        the report columns, or from every record's JSON in a store older than them."""
+        version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        if version < REPORT_COLUMNS_SINCE:
+            return sqlite_groups(self._conn, since, until)
+        return column_groups(self._conn, since, until)
 
     def conversation_fields(
         self, key: str, since: float, until: float | None

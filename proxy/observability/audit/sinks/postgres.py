@@ -59,11 +59,14 @@ def _migrate(location: str, options: Mapping[str, Any]) -> list[int]:
     import psycopg
 
     from proxy.observability.audit.sinks import postgres_schema as schema
+    from proxy.observability.audit.sinks.report_backfill import backfill_postgres
 
     dsn = schema.dsn_of(location, options)
     with schema.connect(dsn) as conn:
         try:
-            return schema.migrate(conn, where="audit.dsn")
+            applied = schema.migrate(conn, where="audit.dsn")
+            backfill_postgres(conn)  # every older record's report columns, in batches
+            return applied
         except psycopg.Error as exc:
             raise StoreUnavailable(f"postgres: {schema.scrub(str(exc)).strip()}") from None
 

@@ -25,6 +25,7 @@ import psycopg
 
 from proxy.observability.audit.sinks.base import StoreUnavailable
 from proxy.observability.audit.sinks.migrations import Migration, latest, pending
+from proxy.observability.audit.sinks.report_columns import MONEY, REPORT_COLUMNS
 
 LOCK_KEY = 0x6375726174  # "curat": this proxy's advisory lock, held while migrating
 CONNECT_TIMEOUT_S = 5
@@ -48,6 +49,18 @@ MIGRATIONS = (
             "original bytea NOT NULL, curated bytea, fields bytea NOT NULL)",
             "CREATE INDEX audit_records_time ON audit_records (time)",
             "CREATE INDEX audit_records_id ON audit_records (id text_pattern_ops)",
+        ),
+    ),
+    Migration(
+        2,
+        "the report's figures in columns (`report_columns`): adding nullable columns "
+        "rewrites no row, so the lock is brief; older records are filled after, in batches "
+        "(`report_backfill`). No index: a parallel scan adding them up is ~1 s a million",
+        (
+            "ALTER TABLE audit_records "
+            + ", ".join(
+                f"ADD COLUMN {c} {'float8' if c in MONEY else 'bigint'}" for c in REPORT_COLUMNS
+            ),
         ),
     ),
 )

@@ -30,17 +30,22 @@ from proxy.observability.audit.entry import AuditRecord
 from proxy.observability.audit.sinks import postgres_schema as schema
 from proxy.observability.audit.sinks.base import Bodies, StoreUnavailable, blobs_of, stored_fields
 from proxy.observability.audit.sinks.postgres_deadline import Deadline
+from proxy.observability.audit.sinks.report_backfill import backfill_postgres
+from proxy.observability.audit.sinks.report_columns import MONEY, REPORT_COLUMNS, report_values
 
 PRUNE_BATCH = 500
+FILL_PER_PRUNE = 20_000
+"""Older records whose report columns a retention pass fills (`report_backfill`)."""
 KNOWN_MAX = 50_000
 """Digests remembered per sink (~5 MB): more than a busy replica's hour of distinct ones."""
 _COLUMNS = ("id", "kind", "parent_id", "route", "policy", "model", "status")
 _INSERT_RECORDS = (
     "INSERT INTO audit_records (uid, time, id, kind, parent_id, route, policy, model, "
-    "status, original, curated, fields) SELECT * FROM unnest(%b::bytea[], "
-    "%b::float8[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], "
-    "%b::int[], %b::bytea[], %b::bytea[], %b::bytea[]) "
-    "ON CONFLICT (uid) DO NOTHING"
+    f"status, original, curated, fields, {', '.join(REPORT_COLUMNS)}) SELECT * FROM "
+    "unnest(%b::bytea[], %b::float8[], %b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::text[], %b::text[], %b::int[], %b::bytea[], %b::bytea[], %b::bytea[], "
+    + ", ".join(f"%b::{'float8' if c in MONEY else 'bigint'}[]" for c in REPORT_COLUMNS)
+    + ") ON CONFLICT (uid) DO NOTHING"
 )
 _UPSERT_MESSAGES = (
     "INSERT INTO audit_messages (hash, last_used, body) "
@@ -83,6 +88,9 @@ class PostgresSink:
         self._connect_timeout_s = connect_timeout_s
         self._deadline = Deadline(timeout_s)
         self._conn: psycopg.Connection[Any] | None = None
+        self._fill_from: bytes | None = b""
+        """Where the next retention pass goes on filling older records' report columns;
+        None once it reached the end (what this sink writes is filled as it is written)."""
         self._known: OrderedDict[bytes, float] = OrderedDict()
         """Messages this sink stored, with the `last_used` it gave them: within the slack
         they need not be sent again, so a conversation's resent history costs nothing.
@@ -102,11 +110,12 @@ class PostgresSink:
                 raise
             self._conn = conn
             self._known.clear()
+            self._fill_from = b""  # maybe another database now: look for unfilled records
         return self._conn
 
     def write_many(self, records: Sequence[AuditRecord]) -> None:
         """All of `records` in one transaction; those already stored are skipped."""
-        columns: list[list[Any]] = [[] for _ in range(12)]
+        columns: list[list[Any]] = [[] for _ in range(12 + len(REPORT_COLUMNS))]
         bodies = Bodies()
         used: dict[bytes, float] = {}
         for record in records:
@@ -123,6 +132,7 @@ class PostgresSink:
                 original,
                 curated,
                 stored_fields(record),
+                *report_values(record.time, record.fields),
             )
             for column, value in zip(columns, row, strict=True):
                 column.append(value)
@@ -146,10 +156,14 @@ class PostgresSink:
 
     def prune(self, now: float | None = None) -> int:
         """Drop records older than `max_age_days`, a batch per transaction, then messages
-        no record used since (see `postgres_schema`). Connects (and migrates) even without
+        no record used since (see `postgres_schema`); first, fill some older records' report
+        columns (`report_backfill`). Connects (and migrates) even without
         retention: the writer calls this at start, so a database down shows at once."""
         with self._mapped():
             conn = self._connection()
+            if self._fill_from is not None:
+                with self._deadline.bound(conn):
+                    _, self._fill_from = backfill_postgres(conn, FILL_PER_PRUNE, self._fill_from)
             if self.max_age_days is None:
                 return 0
             cutoff = (time.time() if now is None else now) - self.max_age_days * 86400

@@ -38,6 +38,8 @@ from proxy.observability.audit.sinks.base import (
     split_digests,
     stored_fields,
 )
+from proxy.observability.audit.sinks.report_backfill import backfill_sqlite
+from proxy.observability.audit.sinks.report_columns import REPORT_COLUMNS, report_values
 from proxy.observability.audit.sinks.sqlite_refs import Chains, big, unref
 from proxy.observability.audit.sinks.sqlite_rows import insert_rows
 from proxy.observability.audit.sinks.sqlite_schema import (
@@ -51,6 +53,8 @@ from proxy.observability.audit.sinks.sqlite_schema import (
 from proxy.priority import let_the_loop_in
 
 PRUNE_BATCH = 200
+FILL_PER_PRUNE = 20_000
+"""Older records whose report columns a retention pass fills (`report_backfill`): ~0.4 s."""
 
 _UNAVAILABLE = ("disk is full", "readonly", "read-only", "unable to open", "disk i/o", "locked")
 """SQLite errors that mean "the store cannot take writes now", not "this batch is bad"."""
@@ -66,8 +70,8 @@ _RETURNING = sqlite3.sqlite_version_info >= (3, 35, 0)
 _COLUMNS = ("id", "kind", "parent_id", "route", "policy", "model", "status")
 """Record fields copied into columns, for listing and filtering without parsing JSON."""
 _INSERT = (
-    f"INSERT INTO records (seq, time, {', '.join(_COLUMNS)}, original, curated, fields, base) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO records (seq, time, {', '.join(_COLUMNS)}, original, curated, fields, "
+    f"{', '.join(REPORT_COLUMNS)}, base) VALUES ({', '.join('?' * (13 + len(REPORT_COLUMNS)))})"
 )
 
 
@@ -118,6 +122,7 @@ class SqliteSink:
                     b"".join(m.digest for m in record.original),
                     None if curated is None else b"".join(m.digest for m in curated),
                     stored_fields(record),
+                    *report_values(record.time, record.fields),
                 )
             )
         small = not any(big(record) for record in records)  # see sqlite_rows
@@ -139,13 +144,15 @@ class SqliteSink:
 
     def prune(self, now: float | None = None) -> int:
         """Apply retention: drop records past max_age_days, then the oldest over max_bytes.
+        First, fill some older records' report columns (`report_backfill`).
 
         max_bytes bounds the pages holding data; the WAL file beside the store comes on
         top, up to journal_size_limit (64 MB) between checkpoints.
         """
+        conn = self._connection()
+        backfill_sqlite(conn, FILL_PER_PRUNE)
         if self.max_age_days is None and self.max_bytes is None:
             return 0
-        conn = self._connection()
         deleted = 0
         if self.max_age_days is not None:
             cutoff = (time.time() if now is None else now) - self.max_age_days * 86400
@@ -181,6 +188,17 @@ def _mapped(exc: sqlite3.OperationalError) -> Exception:
     return exc
 
 
+def _migrate_file(location: str, options: Mapping[str, Any]) -> list[int]:
+    """`curator audit migrate`: the schema, then every older record's report columns."""
+    applied = migrate_file(location, options)
+    conn = connect_writer(location)
+    try:
+        backfill_sqlite(conn)
+    finally:
+        conn.close()
+    return applied
+
+
 def _open(location: str, _options: Mapping[str, Any], retention: Retention) -> Sink:
     return SqliteSink(location, max_age_days=retention.max_age_days, max_bytes=retention.max_bytes)
 
@@ -190,7 +208,7 @@ SINK = SinkType(
     _open,
     default_path="curator-audit.db",
     retention=("retention_days", "max_age_days", "max_bytes"),
-    migrate=migrate_file,
+    migrate=_migrate_file,
     by_reference=True,
 )
 __all__ = [

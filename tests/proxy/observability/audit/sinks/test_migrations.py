@@ -54,11 +54,11 @@ def version(path: str) -> int:
 
 def test_an_old_store_upgrades_in_place_and_keeps_its_records(tmp_path: Path) -> None:
     db = old_store(tmp_path / "audit.db")
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     sink = SqliteSink(db)
     sink.close()
     connect_writer(db).close()
-    assert version(db) == 4
+    assert version(db) == 5
     assert {"records_route", "records_base"} <= indexes(db)
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT refs FROM message_refs").fetchall() == [(1,)]
@@ -93,7 +93,7 @@ def test_workers_starting_together_migrate_once(tmp_path: Path) -> None:
     for thread in threads:
         thread.join(30)
     assert errors == []
-    assert version(db) == 4
+    assert version(db) == 5
 
 
 def test_a_newer_store_is_refused(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_a_newer_store_is_refused(tmp_path: Path) -> None:
 def test_curator_audit_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = old_store(tmp_path / "audit.db")
     assert main(["audit", "migrate", "--path", db]) == 0
-    assert capsys.readouterr().out == f"{db}: applied schema versions 2, 3, 4\n"
+    assert capsys.readouterr().out == f"{db}: applied schema versions 2, 3, 4, 5\n"
     assert main(["audit", "migrate", "--path", db]) == 0
     assert capsys.readouterr().out == f"{db}: schema up to date\n"
     jsonl = tmp_path / "audit.jsonl"
@@ -121,6 +121,6 @@ def test_curator_audit_migrate(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 def test_curator_audit_migrate_postgres(fresh_dsn: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "migrate", "--path", fresh_dsn]) == 0
-    assert capsys.readouterr().out.endswith(": applied schema versions 1\n")
+    assert capsys.readouterr().out.endswith(": applied schema versions 1, 2\n")
     assert main(["audit", "migrate", "--path", fresh_dsn]) == 0
     assert capsys.readouterr().out.endswith(": schema up to date\n")

@@ -160,7 +160,7 @@ def tables(conn: psycopg.Connection[Any]) -> set[str]:
 def test_migrate_creates_the_schema_once_and_reports_what_it_applied(fresh_dsn: str) -> None:
     with schema.connect(fresh_dsn) as conn:
         assert schema.version(conn) == 0
-        assert schema.migrate(conn, where="test") == [1]
+        assert schema.migrate(conn, where="test") == [1, 2]
         assert schema.version(conn) == schema.SCHEMA_VERSION
         assert {
             "audit_schema",
@@ -172,7 +172,7 @@ def test_migrate_creates_the_schema_once_and_reports_what_it_applied(fresh_dsn: 
         } <= tables(conn)
         assert schema.migrate(conn, where="test") == []
         rows = conn.execute("SELECT version FROM audit_schema").fetchall()
-    assert rows == [(1,)]
+    assert rows == [(1,), (2,)]
 
 
 def test_an_empty_version_table_is_version_zero(fresh_dsn: str) -> None:
@@ -199,8 +199,8 @@ def test_only_the_pending_migrations_run(fresh_dsn: str, monkeypatch: pytest.Mon
     with schema.connect(fresh_dsn) as conn:
         schema.migrate(conn, where="test")
         with_step(monkeypatch, "ALTER TABLE audit_records ADD COLUMN note text")
-        assert schema.migrate(conn, where="test") == [2]
-        assert schema.version(conn) == 2
+        assert schema.migrate(conn, where="test") == [3]
+        assert schema.version(conn) == 3
         conn.execute("SELECT note FROM audit_records")  # the column exists
 
 

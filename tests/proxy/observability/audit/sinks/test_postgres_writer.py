@@ -26,6 +26,7 @@ from proxy.observability.audit.sinks import postgres_schema as schema
 from proxy.observability.audit.sinks import postgres_writer as writer
 from proxy.observability.audit.sinks.base import StoreUnavailable, stored_fields
 from proxy.observability.audit.sinks.postgres_writer import PostgresSink, record_uid
+from proxy.observability.audit.sinks.report_columns import report_values
 
 T0 = 1_767_225_600.0
 SLACK = schema.LAST_USED_SLACK_S
@@ -108,6 +109,8 @@ class FakeConn:
         assert self._open is not None, "outside a transaction"
         text = statement.decode() if isinstance(statement, bytes) else statement
         self._open.append((text, params))
+        if text.startswith("SELECT"):  # the report columns' backfill: nothing left to fill
+            return SimpleNamespace(fetchall=list)
         return SimpleNamespace(rowcount=self.rowcounts.pop(0) if self.rowcounts else 0)
 
     def close(self) -> None:
@@ -212,6 +215,7 @@ def test_each_record_becomes_one_row_of_its_columns(sink: PostgresSink, db: Data
         a.digest + b.digest,
         None,
         stored_fields(plain),
+        *report_values(T0, plain.fields),
     )
     assert rows[1][2:9] == ("r2", "summarizer", "r1", None, None, None, None)
     assert rows[1][9:11] == (a.digest, b.digest)
@@ -332,8 +336,9 @@ def test_a_failed_migration_closes_its_connection(sink: PostgresSink, db: Databa
 def test_prune_without_retention_only_connects(db: Database) -> None:
     forever = PostgresSink(DSN, connect_timeout_s=2.5)
     assert forever.prune(now=T0) == 0
+    assert forever.prune(now=T0) == 0  # nothing was left to fill: not looked for again
     assert db.migrated == ["audit.dsn"]
-    assert db.conns[0].committed == []
+    assert db.conns[0].statements() == [["SELECT uid, time, fields FROM audit_records"]]
     forever.close()
     assert db.conns[0].closed
 
@@ -345,8 +350,8 @@ def test_prune_deletes_in_short_transactions_until_a_batch_finds_nothing(
     now = T0 + 10 * 86400
     assert sink.prune(now=now) == 1007
     conn = db.conns[0]
-    assert [len(tx) for tx in conn.committed] == [1] * 6
-    statements = [tx[0] for tx in conn.committed]
+    assert [len(tx) for tx in conn.committed] == [1] * 7
+    statements = [tx[0] for tx in conn.committed[1:]]  # after the backfill's look
     cutoff = now - 2 * 86400
     assert [p for _, p in statements] == [(cutoff, writer.PRUNE_BATCH)] * 4 + [
         (cutoff - SLACK, writer.PRUNE_BATCH)

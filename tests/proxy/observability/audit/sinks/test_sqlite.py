@@ -19,6 +19,7 @@ from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.observability.audit.redact import Redactor
 from proxy.observability.audit.sinks import sqlite as sqlite_sink
 from proxy.observability.audit.sinks import sqlite_rows
+from proxy.observability.audit.sinks.report_columns import REPORT_COLUMNS
 from proxy.observability.audit.sinks.sqlite import (
     SCHEMA_VERSION,
     SqliteSink,
@@ -178,7 +179,8 @@ def test_batches_of_any_size_compile_a_few_statement_shapes(
         written += size
     conn.close()
     shapes = {s.count("?") for s in statements if s.startswith("INSERT INTO records")}
-    assert shapes == {13 * 2**bit for bit in range(6)}  # 1, 2, 4, 8, 16 and 32 rows
+    columns = 13 + len(REPORT_COLUMNS)
+    assert shapes == {columns * 2**bit for bit in range(6)}  # 1, 2, 4, 8, 16 and 32 rows
     assert counts(db) == (written, written, written)
 
 
