@@ -48,8 +48,9 @@ from proxy.upstream.hygiene import request_headers, upstream_url
 from proxy.upstream.relay import Relay, forward
 
 log = logging.getLogger("curator.app")
-MIN_CACHEABLE_BYTES = 1024
-"""No provider caches a prompt under 1,024 tokens, and a token takes a byte or more."""
+MIN_CACHEABLE = 768
+"""No provider caches a prompt under 1,024 tokens; a quarter off for our count's error (an
+estimate, for Claude). Without a count, the body's bytes stand in: a token takes one or more."""
 
 
 async def proxy_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
@@ -255,11 +256,10 @@ class _Exchange:
         measured = (record.keys, record.counts, _counted_sent(record), _upstream(record))
         # A passthrough's uncurated cost is the actual one; its cache attribution (~75 us of
         # CPU a request, a quarter of a small passthrough's) is worked out where an audit
-        # record will hold it, not for the metric alone, and only for a body that could be
-        # cached at all: no provider caches under 1,024 tokens, which take 1,024 bytes or more.
-        attributed = not passthrough or (
-            edge.config.audit.enabled and (record.request_bytes or 0) >= MIN_CACHEABLE_BYTES
-        )
+        # record will hold it, not for the metric alone, and only for a prompt that could be
+        # cached at all.
+        size = record.tokens_before if record.tokens_before is not None else record.request_bytes
+        attributed = not passthrough or (edge.config.audit.enabled and (size or 0) >= MIN_CACHEABLE)
         original = record.original if attributed else None  # None: uncurated = actual
         sent = Sent.of(
             record.model,
