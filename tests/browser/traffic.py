@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,9 +19,9 @@ from typing import Any
 from openai import OpenAI
 
 from proxy.config.loader import load_config
-from proxy.observability.audit.readers.sqlite import SqliteReader
 from proxy.serving.app import create_app
 from proxy.serving.server import uvicorn_options
+from tests.e2e.test_audit import wait_for_records
 from tests.fakes.openai_rules import CONTEXT, error_body
 from tests.fakes.servers import HOST, ServerThread
 from tests.fakes.upstream import Behavior, FakeOpenAI
@@ -126,23 +125,6 @@ def agent_turns(turns: int, run: int = 1) -> Iterator[list[dict[str, Any]]]:
         history.append({"role": "assistant", "content": answer})
 
 
-def wait_for(db: Path, ids: list[str]) -> None:
-    """Until the writer thread stored every id (bounded; the outcome is what tests assert)."""
-    for _ in range(400):
-        try:
-            reader = SqliteReader(str(db))
-        except FileNotFoundError:  # no file yet, or its tables not yet
-            time.sleep(0.025)
-            continue
-        try:
-            if all(reader.get(rid) is not None for rid in ids):
-                return
-        finally:
-            reader.close()
-        time.sleep(0.025)
-    raise AssertionError(f"audit records {ids} were not written")
-
-
 @contextmanager
 def proxied_traffic(folder: Path, fake: FakeOpenAI, *, keys: bool) -> Iterator[Traffic]:
     """Run the proxy, send the traffic, and yield while the proxy (and its viewer) run."""
@@ -183,7 +165,7 @@ def proxied_traffic(folder: Path, fake: FakeOpenAI, *, keys: bool) -> Iterator[T
             second_run = second(create, fake)
         ids["first"], ids["curated"] = conversation[0], conversation[-1]
         ids["rescued_parent"] = second_run[-1]
-        wait_for(folder / "audit.db", [*ids.values(), *conversation, *second_run])
+        wait_for_records(folder / "audit.db", [*ids.values(), *conversation, *second_run])
         admin_origin = f"http://{HOST}:{admin_port}"
         yield Traffic(
             folder / "audit.db", config, server.origin, admin_origin, ids, conversation, second_run

@@ -22,7 +22,8 @@ from proxy.cli.main import main as curator
 from proxy.config.loader import load_config
 from proxy.serving.app import create_app
 from proxy.serving.server import uvicorn_options
-from tests.browser.traffic import free_port, wait_for
+from tests.browser.traffic import free_port
+from tests.e2e.test_audit import wait_for_records
 from tests.fakes.anthropic_upstream import FakeAnthropic, Reply, ToolUse
 from tests.fakes.servers import HOST, ServerThread
 
@@ -72,7 +73,7 @@ metrics: {{port: {admin}, host: {HOST}}}
         app = create_app(load_config(config), watch_interval_s=None)
         with ServerThread(app, **{**uvicorn_options(), "log_level": "warning"}) as proxy:
             ids = _tool_loop(fake, proxy.origin, steps=7)
-            wait_for(folder / "audit.db", ids)
+            wait_for_records(folder / "audit.db", ids)
             yield Store(folder / "audit.db", f"http://{HOST}:{admin}", ids)
     assert fake.rejected == []
 
