@@ -11,11 +11,7 @@ import orjson
 import pytest
 
 from proxy.cli.main import main as curator
-from proxy.observability.audit.entry import AuditRecord, message_digest
-from proxy.observability.audit.message_cache import StoredMessage
-from proxy.observability.audit.sinks.postgres_writer import PostgresSink
-from proxy.observability.audit.sinks.sqlite import SqliteSink
-from proxy.observability.audit.stamps import parse_iso
+from tests.proxy.cli.test_report_cache_sql import stored
 
 
 def record(rid: str, minute: int, conversation: str, cache: dict[str, Any], **usage: int) -> Any:
@@ -97,20 +93,7 @@ def test_per_turn_with_the_cause_and_where_it_parted(
 def test_every_store_keeps_the_cache_field_and_reports_it_alike(
     store: Path, kind: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    records = []
-    for line in store.read_bytes().splitlines():
-        fields = orjson.loads(line)
-        data = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in fields.pop("original")]
-        original = tuple(StoredMessage(message_digest(d), d) for d in data)
-        records.append(AuditRecord(parse_iso(fields["time"]), fields, original, None))
-    if kind == "postgres":
-        location: str = request.getfixturevalue("fresh_dsn")
-        sink: Any = PostgresSink(location)
-    else:
-        location = str(store.with_suffix(".db"))
-        sink = SqliteSink(location)
-    sink.write_many(records)
-    sink.close()
+    location = stored(store, kind, request)
     for extra in (("--json",), ("--json", "--conversation", "c-1"), ()):
         from_jsonl = report(capsys, "--path", str(store), *extra)
         assert report(capsys, "--path", location, *extra) == from_jsonl
